@@ -1,0 +1,1 @@
+"""Jobs, and later sensors and schedules, that run the lineage."""

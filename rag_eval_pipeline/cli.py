@@ -1,0 +1,126 @@
+"""`rag-eval`: register tenants and versions, run the lineage, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rag_eval_pipeline import settings
+from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
+from rag_eval_pipeline.warehouse import Warehouse
+
+DEMO_TENANT, DEMO_VERSION = "demo", "v1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except (PartitionNameError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__)
+    commands = parser.add_subparsers(required=True)
+
+    register = commands.add_parser("register", help="register a tenant and a dataset version")
+    _add_partition_args(register)
+    register.set_defaults(handler=_register)
+
+    run = commands.add_parser("run", help="materialize a job for a registered (tenant, version)")
+    _add_partition_args(run)
+    run.add_argument("--job", default="full_pipeline", choices=["full_pipeline", "synthesis", "audit"])
+    _add_candidate_args(run)
+    run.set_defaults(handler=_run)
+
+    demo = commands.add_parser("demo", help="register the demo tenant and run the whole lineage for it")
+    _add_candidate_args(demo)
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _add_partition_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--version", required=True, help="dataset version, e.g. v1")
+
+
+def _add_candidate_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--candidate", default="reference", help="'reference', 'module:function' or outputs .jsonl")
+    parser.add_argument("--commit", default="working-tree", help="the candidate's commit")
+    parser.add_argument("--promote-baseline", action="store_true", help="make this candidate the baseline")
+
+
+def _register(args) -> int:
+    from rag_eval_pipeline.instance import local_instance
+
+    key = register_partition(local_instance(), args.tenant, args.version)
+    print(f"registered tenant {args.tenant!r}, dataset version {args.version!r} ({key})")
+    return 0
+
+
+def _run(args) -> int:
+    from rag_eval_pipeline.instance import local_instance
+
+    instance = local_instance()
+    key = require_registered(instance, args.tenant, args.version)
+    return _execute(instance, key, args)
+
+
+def _demo(args) -> int:
+    from rag_eval_pipeline.instance import local_instance
+
+    instance = local_instance()
+    key = register_partition(instance, DEMO_TENANT, DEMO_VERSION)
+    args.tenant, args.version, args.job = DEMO_TENANT, DEMO_VERSION, "full_pipeline"
+    status = _execute(instance, key, args)
+    if status == 0:
+        print("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
+    return status
+
+
+def _execute(instance, key, args) -> int:
+    from rag_eval_pipeline.definitions import defs
+
+    run_config = {
+        "ops": {
+            "candidate_outputs": {"config": {"candidate": args.candidate, "commit": args.commit}},
+            "regression_report": {"config": {"promote_to_baseline": args.promote_baseline}},
+        },
+        # Dagster's own step events stay in the run log (and the UI); the terminal shows warnings.
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
+    job = defs.resolve_job_def(args.job)
+    selected = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    run_config["ops"] = {name: value for name, value in run_config["ops"].items() if name in selected}
+    started = time.perf_counter()
+    result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=key, raise_on_error=False)
+    elapsed = time.perf_counter() - started
+    if not result.success:
+        for event in result.all_events:
+            if event.is_failure and event.step_failure_data:
+                print(f"error in {event.step_key}: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+        print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
+        return 2
+    _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
+    return 0
+
+
+def _print_summary(tenant: str, version: str, job: str, run_id: str, elapsed: float) -> None:
+    warehouse = Warehouse(settings.warehouse_root())
+    folder = warehouse.partition_dir(tenant, version)
+    print(f"run {run_id} ({job}) finished in {elapsed:.1f} s")
+    report = folder / "regression_report.md"
+    if job != "synthesis" and report.exists():
+        print()
+        print(report.read_text(encoding="utf-8"))
+    print(f"tables for {tenant}/{version}: {folder}")
+    for path in sorted(folder.glob("*.parquet")):
+        print(f"  {path.name}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation core: candidates, the judge, and the metrics. Knows nothing of Dagster."""

@@ -1,0 +1,1 @@
+"""Ingestion core: reading documents and chunking them. Knows nothing of Dagster."""

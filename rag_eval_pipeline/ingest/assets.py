@@ -1,0 +1,91 @@
+"""Ingestion assets: the tenant's documents, then their chunks."""
+
+from dataclasses import asdict, fields
+
+import pandas as pd
+from dagster import AssetExecutionContext, Config, Output, asset
+
+from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.parsing import Document, read_documents
+from rag_eval_pipeline.metadata import table_metadata
+from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.resources import DocumentsResource, WarehouseResource
+
+CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
+DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "content_hash", "pages"]
+
+
+@asset(
+    partitions_def=tenant_version_partitions,
+    group_name="ingestion",
+    kinds={"pandas", "parquet"},
+    description="Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
+    "page count and title. Unreadable files go to the rejected_documents table with their reason.",
+)
+def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
+    tenant, version = split_key(context.partition_key)
+    result = read_documents(documents.folder_for(tenant))
+    frame = pd.DataFrame([_document_row(d) for d in result.documents], columns=DOCUMENT_COLUMNS)
+    rejected = pd.DataFrame([asdict(r) for r in result.rejections], columns=["path", "reason"])
+    warehouse.store().write(tenant, version, "rejected_documents", rejected)
+    for rejection in result.rejections:
+        context.log.warning(f"rejected {rejection.path}: {rejection.reason}")
+    return Output(
+        frame,
+        metadata=table_metadata(
+            frame,
+            ["doc_id", "format", "title", "page_count", "n_chars"],
+            rejected_count=len(rejected),
+            rejected=rejected.to_markdown(index=False) if len(rejected) else "none",
+        ),
+    )
+
+
+def _document_row(document: Document) -> dict:
+    return {
+        "doc_id": document.doc_id,
+        "path": document.path,
+        "format": document.format,
+        "title": document.title,
+        "page_count": len(document.pages),
+        "n_chars": len(document.text),
+        "content_hash": document.content_hash,
+        "pages": document.pages,
+    }
+
+
+class ChunkingSettings(Config):
+    max_tokens: int = 180
+    overlap_tokens: int = 30
+
+
+@asset(
+    partitions_def=tenant_version_partitions,
+    group_name="ingestion",
+    kinds={"pandas", "parquet"},
+    description="Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
+)
+def document_chunks(config: ChunkingSettings, raw_documents: pd.DataFrame) -> Output[pd.DataFrame]:
+    settings = ChunkingConfig(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)
+    chunks = [
+        asdict(chunk)
+        for row in raw_documents.to_dict("records")
+        for chunk in chunk_document(_as_document(row), settings)
+    ]
+    frame = pd.DataFrame(chunks, columns=CHUNK_COLUMNS)
+    return Output(
+        frame,
+        metadata=table_metadata(
+            frame,
+            ["chunk_id", "heading", "n_tokens", "text"],
+            documents=len(raw_documents),
+            mean_tokens=float(round(frame["n_tokens"].mean(), 1)) if len(frame) else 0.0,
+        ),
+    )
+
+
+def _as_document(row: dict) -> Document:
+    return Document(
+        doc_id=row["doc_id"], path=row["path"], format=row["format"], title=row["title"],
+        pages=list(row["pages"]), content_hash=row["content_hash"],
+    )

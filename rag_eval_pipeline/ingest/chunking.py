@@ -1,0 +1,191 @@
+"""Structure-aware chunking: sections (headings) and paragraphs are kept whole where they fit.
+
+A chunk never spans two sections. Paragraphs are packed up to `max_tokens`; a paragraph that is
+too long is split at sentence boundaries, and the pieces of one paragraph share up to
+`overlap_tokens` of trailing sentences so a fact cut at a boundary is still retrievable.
+Ids are `<doc_id>#<n>`, counted within the document, so they only change when that document does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_eval_pipeline.ingest.parsing import Document
+from rag_eval_pipeline.text import count_tokens, sha256, split_sentences, tokens
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    max_tokens: int = 180
+    overlap_tokens: int = 30
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 16:
+            raise ValueError(f"max_tokens must be at least 16, got {self.max_tokens}")
+        if not 0 <= self.overlap_tokens < self.max_tokens // 2:
+            raise ValueError("overlap_tokens must be >= 0 and less than half of max_tokens")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    position: int
+    heading: str
+    page_start: int
+    page_end: int
+    text: str
+    n_tokens: int
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A paragraph (or piece of one) with the section and page it belongs to."""
+
+    heading: str
+    page: int
+    sentences: tuple[str, ...]
+
+
+previous_end_marker = "."  # a blank line ends a paragraph like a full stop does
+_MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+def chunk_document(document: Document, config: ChunkingConfig = ChunkingConfig()) -> list[Chunk]:
+    blocks = _blocks(document)
+    groups: list[list[tuple[str, int]]] = []  # each: [(sentence, page), ...]
+    headings: list[str] = []
+    for heading, section_blocks in _by_section(blocks):
+        for group in _pack_section(section_blocks, config):
+            groups.append(group)
+            headings.append(heading)
+    chunks = []
+    for position, (heading, group) in enumerate(zip(headings, groups)):
+        text = " ".join(sentence for sentence, _ in group)
+        pages = [page for _, page in group]
+        chunks.append(
+            Chunk(
+                chunk_id=f"{document.doc_id}#{position}",
+                doc_id=document.doc_id,
+                position=position,
+                heading=heading,
+                page_start=min(pages),
+                page_end=max(pages),
+                text=text,
+                n_tokens=count_tokens(text),
+                content_hash=sha256(text),
+            )
+        )
+    return chunks
+
+
+def _blocks(document: Document) -> list[_Block]:
+    heading = document.title
+    blocks: list[_Block] = []
+    for page_number, page in enumerate(document.pages, start=1):
+        paragraph: list[str] = []
+
+        def flush() -> None:
+            text = " ".join(paragraph)
+            sentences = tuple(split_sentences(text.replace("-\n", "")))
+            if sentences:
+                blocks.append(_Block(heading, page_number, sentences))
+            paragraph.clear()
+
+        previous = ""
+        lines = page.splitlines()
+        widths = sorted(len(line.strip()) for line in lines if line.strip())
+        typical_width = widths[len(widths) // 2] if widths else 0
+        for line in lines:
+            new_heading = _heading_of(line, previous, typical_width, document.format)
+            previous = line.strip() or previous_end_marker
+            if new_heading:
+                flush()
+                heading = new_heading
+            elif not line.strip():
+                flush()
+            else:
+                paragraph.append(line.strip())
+        flush()
+    return blocks
+
+
+def _heading_of(line: str, previous: str, typical_width: int, doc_format: str) -> str | None:
+    match = _MD_HEADING.match(line)
+    if match and doc_format in ("markdown", "text"):
+        return match.group(2).strip()
+    if doc_format == "pdf":
+        # PDF text has no markup. A heading reads as a short capitalised line with no punctuation,
+        # standing after a finished sentence and clearly narrower than the page's wrapped lines.
+        stripped = line.strip()
+        words = stripped.split()
+        after_sentence = not previous or previous[-1] in ".!?:" or previous == previous_end_marker
+        if (
+            after_sentence
+            and len(stripped) < 0.6 * typical_width
+            and 1 <= len(words) <= 8
+            and stripped[0].isupper()
+            and not re.search(r"[.,;:!?\"')]$|,", stripped)
+            and not stripped.isdigit()
+        ):
+            return stripped
+    return None
+
+
+def _by_section(blocks: list[_Block]):
+    current: list[_Block] = []
+    for block in blocks:
+        if current and block.heading != current[-1].heading:
+            yield current[0].heading, current
+            current = []
+        current.append(block)
+    if current:
+        yield current[0].heading, current
+
+
+def _pack_section(blocks: list[_Block], config: ChunkingConfig) -> list[list[tuple[str, int]]]:
+    groups: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] = []
+    size = 0
+    for block in blocks:
+        pieces = [(piece, block.page) for sentence in block.sentences for piece in _fit(sentence, config.max_tokens)]
+        block_size = sum(count_tokens(piece) for piece, _ in pieces)
+        # Start a new chunk at a paragraph boundary when the whole paragraph would not fit, unless
+        # the current chunk is still a fragment (a byline, a one-line paragraph): then fill it up.
+        if current and size + block_size > config.max_tokens and size >= config.max_tokens // 4:
+            groups.append(current)
+            current, size = [], 0
+        for piece, page in pieces:
+            piece_size = count_tokens(piece)
+            if current and size + piece_size > config.max_tokens:
+                groups.append(current)
+                current = _overlap(current, config.overlap_tokens)
+                size = sum(count_tokens(s) for s, _ in current)
+            current.append((piece, page))
+            size += piece_size
+    # The last group may hold nothing but the overlap carried from the previous one.
+    if current and not (groups and current == _overlap(groups[-1], config.overlap_tokens)):
+        groups.append(current)
+    return groups
+
+
+def _overlap(group: list[tuple[str, int]], overlap_tokens: int) -> list[tuple[str, int]]:
+    carried: list[tuple[str, int]] = []
+    size = 0
+    for sentence, page in reversed(group):
+        size += count_tokens(sentence)
+        if size > overlap_tokens:
+            break
+        carried.insert(0, (sentence, page))
+    return carried
+
+
+def _fit(sentence: str, max_tokens: int) -> list[str]:
+    """A sentence longer than a chunk is cut into token windows (rare: tables, run-on PDF text)."""
+    sentence_tokens = tokens(sentence)
+    if len(sentence_tokens) <= max_tokens:
+        return [sentence]
+    window = max_tokens // 2
+    return [" ".join(sentence_tokens[i : i + window]) for i in range(0, len(sentence_tokens), window)]

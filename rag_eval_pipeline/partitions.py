@@ -1,0 +1,87 @@
+"""Tenant x dataset_version partitions, and the validation Dagster does not do for us.
+
+Dagster accepts any string as a dynamic partition key, so a typo would silently create a new
+partition. Every name goes through `validate_name` before it is registered or used.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dagster import (
+    DagsterInstance,
+    DynamicPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+)
+
+TENANT_DIM = "tenant"
+VERSION_DIM = "dataset_version"
+
+tenant_partitions = DynamicPartitionsDefinition(name="tenant")
+dataset_version_partitions = DynamicPartitionsDefinition(name="dataset_version")
+
+tenant_version_partitions = MultiPartitionsDefinition(
+    {TENANT_DIM: tenant_partitions, VERSION_DIM: dataset_version_partitions}
+)
+
+_NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,63}$")
+
+
+class PartitionNameError(ValueError):
+    """A tenant or dataset version name that is malformed or not registered."""
+
+
+def validate_name(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
+        raise PartitionNameError(
+            f"invalid {kind} name {name!r}: use 1 to 63 characters among lowercase letters, "
+            "digits, '-' and '_'"
+        )
+    return name
+
+
+def partition_key(tenant: str, dataset_version: str) -> MultiPartitionKey:
+    """Always build keys as objects: the string form orders dimensions by name, not by meaning."""
+    return MultiPartitionKey(
+        {
+            TENANT_DIM: validate_name("tenant", tenant),
+            VERSION_DIM: validate_name("dataset version", dataset_version),
+        }
+    )
+
+
+def register_partition(instance: DagsterInstance, tenant: str, dataset_version: str) -> MultiPartitionKey:
+    """Validate both names and add them to the instance's dynamic partitions (idempotent)."""
+    key = partition_key(tenant, dataset_version)
+    for definition, name in ((tenant_partitions, tenant), (dataset_version_partitions, dataset_version)):
+        if not instance.has_dynamic_partition(definition.name, name):
+            instance.add_dynamic_partitions(definition.name, [name])
+    return key
+
+
+def require_registered(instance: DagsterInstance, tenant: str, dataset_version: str) -> MultiPartitionKey:
+    """The key for a registered (tenant, version), or a clear error naming what is registered."""
+    key = partition_key(tenant, dataset_version)
+    for kind, definition, name in (
+        ("tenant", tenant_partitions, tenant),
+        ("dataset version", dataset_version_partitions, dataset_version),
+    ):
+        if not instance.has_dynamic_partition(definition.name, name):
+            known = ", ".join(sorted(instance.get_dynamic_partitions(definition.name))) or "none"
+            raise PartitionNameError(
+                f"unknown {kind} {name!r} (registered: {known}); register it first with "
+                f"`rag-eval register --tenant {tenant} --version {dataset_version}`"
+            )
+    return key
+
+
+def split_key(key: MultiPartitionKey | str) -> tuple[str, str]:
+    """(tenant, dataset_version) of a partition key, revalidated."""
+    if not isinstance(key, MultiPartitionKey):
+        key = tenant_version_partitions.get_partition_key_from_str(key)
+    dims = key.keys_by_dimension
+    return (
+        validate_name("tenant", dims[TENANT_DIM]),
+        validate_name("dataset version", dims[VERSION_DIM]),
+    )

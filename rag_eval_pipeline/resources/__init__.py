@@ -1,0 +1,8 @@
+"""Dagster resources: thin configurable wrappers around the pure core."""
+
+from rag_eval_pipeline.resources.documents import DocumentsResource
+from rag_eval_pipeline.resources.embedder import EmbedderResource
+from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
+
+__all__ = ["DocumentsResource", "EmbedderResource", "JudgeResource", "WarehouseIOManager", "WarehouseResource"]

@@ -1,0 +1,1 @@
+"""Synthesis core: clustering chunks, generating QA items, verifying them. Knows nothing of Dagster."""
