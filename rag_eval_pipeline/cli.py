@@ -83,7 +83,7 @@ def _demo(args) -> int:
 
 
 def _execute(instance, key, args) -> int:
-    from rag_eval_pipeline.definitions import defs
+    from rag_eval_pipeline.definitions import build_definitions
 
     run_config = {
         "ops": {
@@ -93,7 +93,7 @@ def _execute(instance, key, args) -> int:
         # Dagster's own step events stay in the run log (and the UI); the terminal shows warnings.
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
-    job = defs.resolve_job_def(args.job)
+    job = build_definitions().resolve_job_def(args.job)
     selected = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
     run_config["ops"] = {name: value for name, value in run_config["ops"].items() if name in selected}
     started = time.perf_counter()
@@ -101,12 +101,19 @@ def _execute(instance, key, args) -> int:
     elapsed = time.perf_counter() - started
     if not result.success:
         for event in result.all_events:
-            if event.is_failure and event.step_failure_data:
-                print(f"error in {event.step_key}: {event.step_failure_data.error.message.strip()}", file=sys.stderr)
+            if event.is_step_failure:
+                print(f"error in {event.step_key}: {_root_cause(event.step_failure_data.error)}", file=sys.stderr)
         print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
         return 2
     _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
     return 0
+
+
+def _root_cause(error) -> str:
+    """The user's error, not Dagster's wrapper around it."""
+    while error.cause is not None:
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}"
 
 
 def _print_summary(tenant: str, version: str, job: str, run_id: str, elapsed: float) -> None:

@@ -1,5 +1,7 @@
 """The Dagster code location: every domain's assets, the jobs, and resources on embedded defaults."""
 
+from pathlib import Path
+
 from dagster import Definitions, in_process_executor, load_assets_from_modules
 
 from rag_eval_pipeline import settings
@@ -17,25 +19,30 @@ from rag_eval_pipeline.resources import (
 from rag_eval_pipeline.synthesis import assets as synthesis_assets
 
 
-def default_resources() -> dict:
-    """Everything local: tenant folders under data/, Parquet under warehouse/, the offline judge."""
-    warehouse_root = str(settings.warehouse_root())
-    embedder = EmbedderResource(cache_path=str(settings.warehouse_root() / "embedding_cache.sqlite"))
+ALL_ASSETS = load_assets_from_modules([ingest_assets, synthesis_assets, evaluation_assets, reporting_assets])
+
+
+def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
+    """Everything on local disk: tenant folders, Parquet tables, the embedding cache, the offline judge."""
+    embedder = EmbedderResource(cache_path=str(Path(warehouse_root) / "embedding_cache.sqlite"))
     return {
-        "io_manager": WarehouseIOManager(root=warehouse_root),
-        "warehouse": WarehouseResource(root=warehouse_root),
-        "documents": DocumentsResource(root=str(settings.documents_root())),
+        "io_manager": WarehouseIOManager(root=str(warehouse_root)),
+        "warehouse": WarehouseResource(root=str(warehouse_root)),
+        "documents": DocumentsResource(root=str(documents_root)),
         "embedder": embedder,
         "judge": JudgeResource(embedder=embedder),
     }
 
 
-ALL_ASSETS = load_assets_from_modules([ingest_assets, synthesis_assets, evaluation_assets, reporting_assets])
+def build_definitions() -> Definitions:
+    """Definitions with resources at the locations the environment names now (see settings)."""
+    return Definitions(
+        assets=ALL_ASSETS,
+        jobs=[full_pipeline_job, synthesis_job, audit_job],
+        resources=local_resources(settings.documents_root(), settings.warehouse_root()),
+        # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
+        executor=in_process_executor,
+    )
 
-defs = Definitions(
-    assets=ALL_ASSETS,
-    jobs=[full_pipeline_job, synthesis_job, audit_job],
-    resources=default_resources(),
-    # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
-    executor=in_process_executor,
-)
+
+defs = build_definitions()

@@ -2,26 +2,21 @@
 
 from dagster import AssetSelection, define_asset_job
 
-from rag_eval_pipeline.partitions import tenant_version_partitions
-
 SYNTHESIS_ASSETS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
 AUDIT_ASSETS = ["candidate_outputs", "metric_scores", "regression_report"]
 
 full_pipeline_job = define_asset_job(
     "full_pipeline",
     selection=AssetSelection.assets(*SYNTHESIS_ASSETS, *AUDIT_ASSETS),
-    partitions_def=tenant_version_partitions,
     description="Documents to regression report for one (tenant, dataset_version).",
 )
 synthesis_job = define_asset_job(
     "synthesis",
     selection=AssetSelection.assets(*SYNTHESIS_ASSETS),
-    partitions_def=tenant_version_partitions,
     description="Documents to verified golden set.",
 )
 audit_job = define_asset_job(
     "audit",
     selection=AssetSelection.assets(*AUDIT_ASSETS),
-    partitions_def=tenant_version_partitions,
     description="Run a candidate over the golden set, score it, compare with the baseline.",
 )

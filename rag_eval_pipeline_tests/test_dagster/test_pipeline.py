@@ -1,0 +1,141 @@
+"""The whole lineage materialized in process for one partition, and the gate it ends in."""
+
+import json
+
+import pandas as pd
+import pytest
+from dagster import materialize
+
+from rag_eval_pipeline.definitions import ALL_ASSETS
+from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
+from rag_eval_pipeline.warehouse import Warehouse
+
+EVERYTHING = None
+AUDIT = ["candidate_outputs", "metric_scores", "regression_report"]
+
+
+def _run(selection, key, instance, resources, candidate="reference", commit="c1", **report):
+    return materialize(
+        ALL_ASSETS,
+        selection=selection,
+        partition_key=key,
+        instance=instance,
+        resources=resources,
+        run_config={
+            "ops": {
+                "candidate_outputs": {"config": {"candidate": candidate, "commit": commit, "timeout_s": 2.0}},
+                "regression_report": {"config": report},
+            }
+        },
+    )
+
+
+def test_full_lineage_materializes_every_stage(acme_key, instance, resources, tenant_dirs):
+    result = _run(EVERYTHING, acme_key, instance, resources)
+    assert result.success
+    warehouse = Warehouse(tenant_dirs[1])
+    read = lambda name: warehouse.read("acme", "v1", name)  # noqa: E731
+
+    documents, rejected = read("raw_documents"), read("rejected_documents")
+    assert sorted(documents["format"]) == ["markdown", "markdown", "pdf"]
+    assert rejected["path"].tolist() == ["broken.pdf"] and "corrupt" in rejected["reason"][0]
+
+    chunks = read("document_chunks")
+    assert set(chunks["doc_id"]) == set(documents["doc_id"])
+    assert chunks["chunk_id"].is_unique
+
+    clusters = read("chunk_clusters")
+    assert set(clusters["chunk_id"]) == set(chunks["chunk_id"])
+
+    golden = read("golden_set")
+    assert len(golden) >= 10
+    assert {c for ids in golden["gold_chunk_ids"] for c in ids} <= set(chunks["chunk_id"])
+
+    outputs = read("candidate_outputs")
+    assert (outputs["status"] == "ok").all() and (outputs["commit"] == "c1").all()
+
+    scores = read("metric_scores")
+    assert len(scores) == len(golden) * len(ALL_METRICS)
+    measured = scores[scores["status"] == "ok"]["score"]
+    assert measured.between(0, 1).all() and not measured.isna().any()
+    evidence = json.loads(scores[scores["metric"] == "faithfulness"]["evidence"].iloc[0])
+    assert evidence["statements"] and {"statement", "verdict"} <= set(evidence["statements"][0])
+
+    report = read("regression_report")
+    assert set(report["metric"]) == set(ALL_METRICS)
+    assert (report["verdict_overall"] == NO_BASELINE).all()
+    assert warehouse.exists("acme", "v1", "baseline_scores")
+
+    materialization = instance.get_latest_materialization_event(
+        __import__("dagster").AssetKey("regression_report")
+    ).asset_materialization
+    assert "Regression report: acme / v1" in materialization.metadata["report"].value
+    assert materialization.partition == acme_key
+
+
+def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance, resources, tenant_dirs):
+    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+
+    same = _run(AUDIT, acme_key, instance, resources, commit="same-again")
+    verdict = same.output_for_node("regression_report")["verdict_overall"].iloc[0]
+    assert verdict == PASS
+
+    worse = _run(AUDIT, acme_key, instance, resources, candidate="rag_eval_pipeline_tests.candidates:no_retrieval", commit="bad")
+    report = worse.output_for_node("regression_report").set_index("metric")
+    assert report["verdict_overall"].iloc[0] == BLOCK
+    assert report.loc["hit_rate", "verdict"] == "regressed"
+    assert report.loc["hit_rate", "delta"] < -0.05
+    assert report.loc["faithfulness", "verdict"] == "regressed"
+    # The baseline is still the first candidate: a blocked candidate is not promoted.
+    baseline = Warehouse(tenant_dirs[1]).read("acme", "v1", "baseline_scores")
+    assert set(baseline["commit"]) == {"base"}
+
+
+@pytest.mark.parametrize("candidate, reason", [
+    ("rag_eval_pipeline_tests.candidates:crashes", "vector store connection refused"),
+    ("rag_eval_pipeline_tests.candidates:hangs", "timed out"),
+])
+def test_failing_candidate_is_recorded_not_crashed(acme_key, instance, resources, candidate, reason):
+    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+    result = _run(AUDIT, acme_key, instance, resources, candidate=candidate, commit="broken")
+    assert result.success
+    outputs = result.output_for_node("candidate_outputs")
+    assert (outputs["status"] == "failed").all()
+    assert outputs["error"].str.contains(reason).all()
+    scores = result.output_for_node("metric_scores")
+    assert (scores["status"] == "unmeasured").all()
+    assert scores["reason"].str.startswith("candidate failed").all()
+    report = result.output_for_node("regression_report")
+    assert report["verdict_overall"].iloc[0] == BLOCK  # coverage fell to zero
+    assert report["coverage"].eq(0).all()
+
+
+def test_unregistered_partition_is_refused(instance, resources):
+    from rag_eval_pipeline.partitions import partition_key
+
+    with pytest.raises(Exception, match="(?i)partition"):
+        materialize(ALL_ASSETS, selection=["raw_documents"], partition_key=partition_key("ghost", "v1"), instance=instance, resources=resources)
+
+
+def test_tenant_without_documents_folder_fails_clearly(instance, resources):
+    from rag_eval_pipeline.partitions import register_partition
+
+    key = register_partition(instance, "nofolder", "v1")
+    result = materialize(ALL_ASSETS, selection=["raw_documents"], partition_key=key, instance=instance, resources=resources, raise_on_error=False)
+    assert not result.success
+    assert "unknown tenant 'nofolder'" in _failure_text(result)
+
+
+def test_unimportable_candidate_fails_the_step_with_its_name(acme_key, instance, resources):
+    assert _run(EVERYTHING, acme_key, instance, resources).success
+    result = materialize(
+        ALL_ASSETS, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources, raise_on_error=False,
+        run_config={"ops": {"candidate_outputs": {"config": {"candidate": "no_such_module:answer"}}}},
+    )
+    assert not result.success
+    assert "cannot import candidate module 'no_such_module'" in _failure_text(result)
+
+
+def _failure_text(result) -> str:
+    return "\n".join(e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure)

@@ -1,0 +1,75 @@
+"""HDBSCAN clustering of unit vectors, on synthetic blobs (no embedding model needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag_eval_pipeline.synthesis.clustering import OUTLIER, cluster_chunks, min_cluster_size_for
+
+
+def _unit_blob(rng: np.random.Generator, center: np.ndarray, n: int, noise: float = 0.05) -> np.ndarray:
+    points = center + noise * rng.standard_normal((n, center.size))
+    return points / np.linalg.norm(points, axis=1, keepdims=True)
+
+
+def _two_blobs(n_each: int = 15, dim: int = 32, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a, b = np.zeros(dim), np.zeros(dim)
+    a[0], b[1] = 1.0, 1.0  # orthogonal directions: cosine distance 1 between the blob centres
+    return np.vstack([_unit_blob(rng, a, n_each), _unit_blob(rng, b, n_each)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_well_separated_blobs_become_two_clusters(seed):
+    vectors = _two_blobs(seed=seed)
+    ids = [f"doc.md#{i}" for i in range(len(vectors))]
+
+    frame = cluster_chunks(ids, vectors)
+
+    assert frame["chunk_id"].tolist() == ids  # one row per chunk, in input order
+    first, second = frame["cluster_id"][:15], frame["cluster_id"][15:]
+    assert first.nunique() == 1 and second.nunique() == 1
+    assert first.iloc[0] != second.iloc[0]
+    assert OUTLIER not in set(frame["cluster_id"])
+    assert not frame["is_outlier"].any()
+    assert frame["membership"].between(0.0, 1.0).all()
+
+
+def test_a_far_away_point_does_not_join_either_blob():
+    vectors = _two_blobs(seed=3)
+    stray = np.zeros(vectors.shape[1])
+    stray[2] = 1.0
+    vectors = np.vstack([vectors, stray])
+
+    frame = cluster_chunks([f"c{i}" for i in range(len(vectors))], vectors)
+
+    blob_labels = set(frame["cluster_id"][:30])
+    assert len(blob_labels) == 2
+    # A single point cannot form a cluster of min_cluster_size >= 2: it is an outlier.
+    assert frame["cluster_id"].iloc[-1] == OUTLIER
+    assert bool(frame["is_outlier"].iloc[-1]) is True
+    assert frame["is_outlier"].tolist() == (frame["cluster_id"] == OUTLIER).tolist()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_fewer_than_four_chunks_form_one_group(n):
+    vectors = _two_blobs()[[0, 15, 1][:n]] if n else np.zeros((0, 32))  # even points from different blobs
+
+    frame = cluster_chunks([f"c{i}" for i in range(n)], vectors)
+
+    assert len(frame) == n
+    assert frame["cluster_id"].tolist() == [0] * n
+    assert frame["membership"].tolist() == [1.0] * n
+    assert not frame["is_outlier"].any()
+    assert list(frame.columns) == ["chunk_id", "cluster_id", "is_outlier", "membership"]
+
+
+def test_min_cluster_size_scales_with_the_corpus_within_bounds():
+    sizes = [min_cluster_size_for(n) for n in (1, 4, 16, 64, 100, 400, 2500, 10_000, 1_000_000)]
+
+    assert sizes[0] == 2 and sizes[1] == 2  # never below 2
+    assert min_cluster_size_for(100) == 5  # sqrt(100) / 2
+    assert min_cluster_size_for(400) == 10
+    assert sizes[-1] == 25 and min_cluster_size_for(10_000) == 25  # capped at 25
+    assert sizes == sorted(sizes)  # non-decreasing
