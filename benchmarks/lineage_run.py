@@ -1,0 +1,81 @@
+"""Rows at each stage of the lineage, and how long each stage takes, for a folder of documents.
+
+    .venv/bin/python benchmarks/lineage_run.py --docs data/tenants/demo --name demo
+    .venv/bin/python benchmarks/lineage_run.py --docs ../shared/corpus/pdfs --name shared-pdfs
+
+Runs the full lineage in process against a temporary instance and warehouse (nothing of the
+repo's own warehouse is touched) and writes benchmarks/results/lineage_<name>.json.
+Also times loading the code location (`import rag_eval_pipeline.definitions`) in fresh processes.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dagster import instance_for_test, materialize
+
+from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
+from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.warehouse import Warehouse
+
+STAGES = ["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters", "synthetic_qa",
+          "golden_set", "rejected_qa", "candidate_outputs", "metric_scores", "regression_report"]
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def run_lineage(docs: Path) -> dict:
+    with tempfile.TemporaryDirectory() as scratch, instance_for_test() as instance:
+        documents_root = Path(scratch) / "documents"
+        documents_root.mkdir()
+        (documents_root / "bench").symlink_to(docs.resolve(), target_is_directory=True)
+        resources = local_resources(documents_root, Path(scratch) / "warehouse")
+        key = register_partition(instance, "bench", "v1")
+        started = time.perf_counter()
+        result = materialize(ALL_ASSETS, partition_key=key, instance=instance, resources=resources)
+        wall = time.perf_counter() - started
+        steps = {
+            event.step_key: round(event.event_specific_data.duration_ms / 1000, 3)
+            for event in result.all_events if event.event_type_value == "STEP_SUCCESS"
+        }
+        warehouse = Warehouse(Path(scratch) / "warehouse")
+        rows = {stage: len(warehouse.read("bench", "v1", stage)) for stage in STAGES}
+        report = warehouse.read("bench", "v1", "regression_report")
+    return {
+        "wall_s": round(wall, 2),
+        "step_s": steps,
+        "rows": rows,
+        "means": dict(zip(report["metric"], report["candidate_mean"])),
+    }
+
+
+def definitions_load_seconds(repeats: int = 5) -> list[float]:
+    code = "import time; t=time.perf_counter(); import rag_eval_pipeline.definitions; print(time.perf_counter()-t)"
+    return [round(float(subprocess.check_output([sys.executable, "-c", code], text=True)), 3) for _ in range(repeats)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=Path, required=True)
+    parser.add_argument("--name", required=True)
+    args = parser.parse_args()
+    loads = definitions_load_seconds()
+    figures = {
+        "docs": str(args.docs),
+        "machine": f"{platform.machine()}, {platform.python_version()}",
+        "definitions_load_s": {"median": statistics.median(loads), "runs": loads},
+        "lineage": run_lineage(args.docs),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"lineage_{args.name}.json"
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

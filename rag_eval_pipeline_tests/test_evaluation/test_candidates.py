@@ -1,0 +1,277 @@
+"""Running candidates: failures stay per item; entry points and outputs files fail with clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+from rag_eval_pipeline.evaluation.candidates import (
+    FAILED,
+    OK,
+    CandidateError,
+    load_entry_point,
+    read_outputs_file,
+    run_candidate,
+    validate_output,
+)
+from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
+from rag_eval_pipeline.text import split_sentences
+
+ITEMS = [
+    {"qa_id": "good-1", "question": "good: how long are logs kept?"},
+    {"qa_id": "raises", "question": "raise"},
+    {"qa_id": "hangs", "question": "hang"},
+    {"qa_id": "not-a-dict", "question": "string"},
+    {"qa_id": "bad-contexts", "question": "contexts"},
+    {"qa_id": "good-2", "question": "good: who owns the policy?"},
+]
+
+
+def flaky_candidate(question: str) -> dict:
+    if question == "raise":
+        raise RuntimeError("index offline")
+    if question == "hang":
+        time.sleep(5)
+        return {"answer": "too late", "contexts": []}
+    if question == "string":
+        return "just an answer"
+    if question == "contexts":
+        return {"answer": "x", "contexts": [{"id": "a#0"}]}  # a context without text
+    return {"answer": f"answer to {question}", "contexts": [{"id": 7, "text": "first"}, {"id": "b#1", "text": "second"}]}
+
+
+def test_run_candidate_records_failures_per_item_and_goes_on():
+    started = time.perf_counter()
+    outputs = run_candidate(flaky_candidate, ITEMS, timeout_s=0.2)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 2.5, "a hanging candidate must be abandoned at the timeout, not waited for"
+    assert [o.qa_id for o in outputs] == [i["qa_id"] for i in ITEMS]
+    by_id = {o.qa_id: o for o in outputs}
+    assert {qa_id for qa_id, o in by_id.items() if o.status == OK} == {"good-1", "good-2"}
+
+    assert by_id["raises"].status == FAILED
+    assert "RuntimeError" in by_id["raises"].error and "index offline" in by_id["raises"].error
+    assert by_id["hangs"].status == FAILED and "timed out after 0.2 s" in by_id["hangs"].error
+    assert 0.2 <= by_id["hangs"].latency_s < 2
+    assert by_id["not-a-dict"].status == FAILED and "malformed output" in by_id["not-a-dict"].error
+    assert "str" in by_id["not-a-dict"].error
+    assert by_id["bad-contexts"].status == FAILED and "rank 0" in by_id["bad-contexts"].error
+    for failed in ("raises", "hangs", "not-a-dict", "bad-contexts"):
+        assert by_id[failed].answer == "" and by_id[failed].contexts == []
+
+    good = by_id["good-1"]
+    assert good.error == ""
+    assert good.answer == "answer to good: how long are logs kept?"
+    assert good.contexts == [{"id": "7", "text": "first"}, {"id": "b#1", "text": "second"}]  # ids as strings, rank kept
+    assert good.latency_s >= 0
+
+
+def test_a_candidate_that_exits_does_not_end_the_run():
+    def exits(question):
+        raise SystemExit(3)
+
+    outputs = run_candidate(exits, ITEMS[:2], timeout_s=1)
+
+    assert [o.status for o in outputs] == [FAILED, FAILED]
+    assert "SystemExit" in outputs[0].error
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (None, "NoneType"),
+        ({"contexts": []}, "'answer' must be a string"),
+        ({"answer": 3}, "'answer' must be a string"),
+        ({"answer": "a", "contexts": "c"}, "'contexts' must be a list"),
+        ({"answer": "a", "contexts": ["text"]}, "rank 0"),
+        ({"answer": "a", "contexts": [{"id": "x", "text": "ok"}, {"id": "y", "text": None}]}, "rank 1"),
+    ],
+)
+def test_validate_output_says_what_is_wrong(raw, message):
+    with pytest.raises(ValueError, match=message):
+        validate_output(raw)
+
+
+def test_validate_output_defaults_missing_contexts_and_ids():
+    assert validate_output({"answer": "a"}) == ("a", [])
+    assert validate_output({"answer": "a", "contexts": [{"text": "t"}]}) == ("a", [{"id": "", "text": "t"}])
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+
+def test_load_entry_point_returns_the_callable():
+    assert load_entry_point("json:dumps") is json.dumps
+    assert load_entry_point("os:path.join") is os.path.join  # dotted attribute path
+
+
+@pytest.mark.parametrize("spec", ["json", "json:", ":dumps", ""])
+def test_load_entry_point_rejects_a_malformed_spec(spec):
+    with pytest.raises(CandidateError, match="must look like 'package.module:function'"):
+        load_entry_point(spec)
+
+
+def test_load_entry_point_reports_a_missing_module():
+    with pytest.raises(CandidateError, match="cannot import candidate module 'no_such_candidate_pkg_xyz'"):
+        load_entry_point("no_such_candidate_pkg_xyz:answer")
+
+
+def test_load_entry_point_reports_a_module_that_fails_to_import(tmp_path, monkeypatch):
+    (tmp_path / "broken_candidate_mod.py").write_text("raise ImportError('needs a GPU')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    with pytest.raises(CandidateError, match="needs a GPU"):
+        load_entry_point("broken_candidate_mod:answer")
+
+
+def test_load_entry_point_reports_a_missing_attribute():
+    with pytest.raises(CandidateError, match="has no attribute 'no_such_function'"):
+        load_entry_point("json:no_such_function")
+
+
+def test_load_entry_point_reports_a_value_that_is_not_callable():
+    with pytest.raises(CandidateError, match="not callable"):
+        load_entry_point("math:pi")
+
+
+# --- outputs files ---------------------------------------------------------------------------
+
+
+def _write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_outputs_file_with_invalid_json_names_the_line(tmp_path):
+    path = _write_lines(tmp_path / "out.jsonl", [
+        json.dumps({"qa_id": "a", "answer": "x", "contexts": []}),
+        "",
+        '{"qa_id": "b", "answer": ',
+    ])
+
+    with pytest.raises(CandidateError) as error:
+        read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
+
+    assert f"{path}:3:" in str(error.value) and "invalid JSON" in str(error.value)
+
+
+def test_outputs_file_line_that_is_not_an_object(tmp_path):
+    path = _write_lines(tmp_path / "out.jsonl", ['["a", "list"]'])
+
+    with pytest.raises(CandidateError, match=":1: expected a JSON object"):
+        read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
+
+
+def test_missing_outputs_file_is_a_candidate_error(tmp_path):
+    with pytest.raises(CandidateError, match="does not exist"):
+        read_outputs_file(tmp_path / "absent.jsonl", [])
+
+
+def test_outputs_file_matches_items_and_fails_missing_ones(tmp_path):
+    items = [
+        {"qa_id": "by-id", "question": "Question one?"},
+        {"qa_id": "by-question", "question": "Question two?"},
+        {"qa_id": "missing", "question": "Question three?"},
+        {"qa_id": "malformed", "question": "Question four?"},
+    ]
+    path = _write_lines(tmp_path / "out.jsonl", [
+        json.dumps({"qa_id": "malformed", "answer": None}),
+        json.dumps({"question": "Question two?", "answer": "two", "contexts": [{"id": "c#2", "text": "ctx two"}]}),
+        json.dumps({"qa_id": "by-id", "answer": "one", "contexts": [{"id": "c#1", "text": "ctx one"}]}),
+        json.dumps({"qa_id": "not-in-golden-set", "answer": "stray"}),
+    ])
+
+    outputs = read_outputs_file(path, items)
+
+    assert [o.qa_id for o in outputs] == [i["qa_id"] for i in items]  # golden-set order, not file order
+    by_id = {o.qa_id: o for o in outputs}
+    assert (by_id["by-id"].status, by_id["by-id"].answer) == (OK, "one")
+    assert by_id["by-id"].contexts == [{"id": "c#1", "text": "ctx one"}]
+    assert (by_id["by-question"].status, by_id["by-question"].answer) == (OK, "two")
+    assert by_id["missing"].status == FAILED and by_id["missing"].error == "no output in the file for this item"
+    assert by_id["malformed"].status == FAILED and "malformed output" in by_id["malformed"].error
+
+
+# --- the reference candidate -----------------------------------------------------------------
+
+REF_CHUNKS = {
+    "logs#0": "RouteWise API request logs are retained for 90 days. After that the logs are deleted automatically.",
+    "hotel#0": "The hotel cap is EUR 230 per night in London. Breakfast is included in the hotel cap.",
+    "forklift#0": "Forklift drivers must hold a valid licence. Every forklift is inspected before each shift.",
+    "oncall#0": "An on-call shift lasts exactly seven days. Shifts start on Monday at ten in the morning.",
+    "pallets#0": "Pallets are wrapped in recycled film. Damaged pallets go to the repair bay.",
+}
+
+
+@pytest.fixture(scope="module")
+def reference(embedder) -> ReferenceCandidate:
+    return ReferenceCandidate(list(REF_CHUNKS), list(REF_CHUNKS.values()), embedder, top_k=3)
+
+
+def test_reference_candidate_returns_top_k_contexts_in_rank_order(reference, embedder):
+    question = "What is the maximum hotel price per night in London?"
+
+    output = reference(question)
+
+    contexts = output["contexts"]
+    assert len(contexts) == 3
+    assert contexts[0]["id"] == "hotel#0"
+    assert len({c["id"] for c in contexts}) == 3
+    assert all(c["text"] == REF_CHUNKS[c["id"]] for c in contexts)
+    # Rank order: cosine similarity to the question does not increase down the list, and nothing
+    # left out scores higher than the last context kept.
+    query = embedder.embed([question])[0]
+    similarity = {cid: float(embedder.embed([text])[0] @ query) for cid, text in REF_CHUNKS.items()}
+    kept = [similarity[c["id"]] for c in contexts]
+    assert kept == sorted(kept, reverse=True)
+    left_out = [s for cid, s in similarity.items() if cid not in {c["id"] for c in contexts}]
+    assert max(left_out) <= kept[-1]
+
+
+def test_reference_candidate_answer_is_a_sentence_from_its_contexts(reference):
+    output = reference("How many days are API request logs retained?")
+
+    answer_sources = [c["id"] for c in output["contexts"] if output["answer"] in split_sentences(c["text"])]
+    assert answer_sources, output
+    assert output["contexts"][0]["id"] == "logs#0"
+    assert "90 days" in output["answer"]
+    assert validate_output(output)[0] == output["answer"]
+
+
+def test_reference_candidate_runs_through_run_candidate(reference):
+    outputs = run_candidate(reference, [{"qa_id": "q1", "question": "Who must hold a licence?"}], timeout_s=30)
+
+    assert outputs[0].status == OK
+    assert outputs[0].contexts[0]["id"] == "forklift#0"
+
+
+def test_reference_candidate_top_k_larger_than_the_corpus_returns_every_chunk(embedder):
+    small = ReferenceCandidate(["a#0", "b#0"], ["Apples are red.", "The sky is blue."], embedder, top_k=5)
+
+    output = small("What colour is the sky?")
+
+    assert [c["id"] for c in output["contexts"]] == ["b#0", "a#0"]
+    assert output["answer"] == "The sky is blue."
+
+
+def test_reference_candidate_without_sentences_says_it_does_not_know(embedder):
+    empty = ReferenceCandidate(["a#0"], [""], embedder, top_k=1)
+
+    assert empty("Anything?")["answer"] == "I don't know."
+
+
+def test_reference_candidate_rejects_top_k_below_one(embedder):
+    with pytest.raises(ValueError, match="top_k"):
+        ReferenceCandidate(["a#0"], ["text"], embedder, top_k=0)
+
+
+def test_reference_candidate_embeds_chunks_once(embedder):
+    candidate = ReferenceCandidate(["a#0", "b#0"], ["Unique text alpha 7781.", "Unique text beta 7782."], embedder, top_k=1)
+
+    assert candidate.chunk_vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(candidate.chunk_vectors, axis=1), 1.0, atol=1e-4)
