@@ -1,9 +1,11 @@
-"""Metadata every asset attaches so the Dagster UI shows what was materialized."""
+"""What every lineage asset shares: its partitioning and storage, and the metadata the UI shows."""
 
 from __future__ import annotations
 
 import pandas as pd
-from dagster import MetadataValue
+from dagster import MetadataValue, asset
+
+from rag_eval_pipeline.partitions import tenant_version_partitions
 
 PREVIEW_ROWS = 10
 PREVIEW_CELL_CHARS = 80
@@ -24,3 +26,13 @@ def _short(value) -> str:
     text = str(list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value)
     text = text.replace("|", "/").replace("\n", " ")
     return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
+
+
+def lineage_asset(group_name: str, description: str):
+    """An asset of the evaluation lineage: partitioned by (tenant, dataset_version), stored as Parquet."""
+    return asset(
+        partitions_def=tenant_version_partitions,
+        group_name=group_name,
+        kinds={"pandas", "parquet"},
+        description=description,
+    )

@@ -4,7 +4,7 @@ import json
 from dataclasses import asdict
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, Output, asset
+from dagster import AssetExecutionContext, Config, Output
 from pydantic import Field
 
 from rag_eval_pipeline.evaluation.candidates import (
@@ -16,8 +16,7 @@ from rag_eval_pipeline.evaluation.candidates import (
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_item
 from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
 from rag_eval_pipeline.evaluation.results import UNMEASURED
-from rag_eval_pipeline.metadata import table_metadata
-from rag_eval_pipeline.partitions import tenant_version_partitions
+from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource
 
 REFERENCE = "reference"
@@ -33,11 +32,9 @@ class CandidateSettings(Config):
     timeout_s: float = Field(default=30.0, description="Longest wait for one answer before the item fails.")
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="evaluation",
-    kinds={"pandas", "parquet"},
-    description="The candidate RAG pipeline's answer and ranked contexts for every golden question. "
+@lineage_asset(
+    "evaluation",
+    "The candidate RAG pipeline's answer and ranked contexts for every golden question. "
     "A question on which the candidate raises or times out is a failed row, not a failed run.",
 )
 def candidate_outputs(
@@ -80,11 +77,9 @@ class ScoringSettings(Config):
     k: int = Field(default=5, description="Cut-off for hit rate@k and MRR.")
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="evaluation",
-    kinds={"pandas", "parquet"},
-    description="One row per (golden item, metric): score in [0, 1] or 'unmeasured' with the reason, and the "
+@lineage_asset(
+    "evaluation",
+    "One row per (golden item, metric): score in [0, 1] or 'unmeasured' with the reason, and the "
     "judge's evidence. Hit rate@k and MRR come from gold chunk ids; the rest from the judge.",
 )
 def metric_scores(

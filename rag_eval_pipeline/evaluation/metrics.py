@@ -54,9 +54,7 @@ def faithfulness(item: EvalItem, judge: Judge) -> MetricResult:
     statements = judge.statements(item.answer)
     if not statements:
         return unmeasured("faithfulness", "the answer makes no statement to verify")
-    verdicts = judge.verify(statements, item.context_texts)
-    supported = sum(v.supported for v in verdicts)
-    return measured("faithfulness", supported / len(verdicts), statements=[v.as_dict() for v in verdicts])
+    return _supported_share("faithfulness", statements, item, judge, "statements")
 
 
 def answer_relevance(item: EvalItem, judge: Judge) -> MetricResult:
@@ -70,9 +68,14 @@ def context_recall(item: EvalItem, judge: Judge) -> MetricResult:
     sentences = judge.statements(item.ground_truth)
     if not sentences:
         return unmeasured("context_recall", "no ground-truth answer to recall")
-    verdicts = judge.verify(sentences, item.context_texts)
+    return _supported_share("context_recall", sentences, item, judge, "ground_truth")
+
+
+def _supported_share(metric: str, statements: list[str], item: EvalItem, judge: Judge, evidence_key: str) -> MetricResult:
+    """Share of statements the judge finds supported by the item's contexts, with every verdict as evidence."""
+    verdicts = judge.verify(statements, item.context_texts)
     supported = sum(v.supported for v in verdicts)
-    return measured("context_recall", supported / len(verdicts), ground_truth=[v.as_dict() for v in verdicts])
+    return measured(metric, supported / len(verdicts), **{evidence_key: [v.as_dict() for v in verdicts]})
 
 
 def context_precision(item: EvalItem, judge: Judge) -> MetricResult:

@@ -3,23 +3,21 @@
 from dataclasses import asdict, fields
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, Output, asset
+from dagster import AssetExecutionContext, Config, Output
 
 from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import Document, read_documents
-from rag_eval_pipeline.metadata import table_metadata
-from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.metadata import lineage_asset, table_metadata
+from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import DocumentsResource, WarehouseResource
 
 CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
 DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "content_hash", "pages"]
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="ingestion",
-    kinds={"pandas", "parquet"},
-    description="Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
+@lineage_asset(
+    "ingestion",
+    "Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
     "page count and title. Unreadable files go to the rejected_documents table with their reason.",
 )
 def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
@@ -59,11 +57,9 @@ class ChunkingSettings(Config):
     overlap_tokens: int = 30
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="ingestion",
-    kinds={"pandas", "parquet"},
-    description="Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
+@lineage_asset(
+    "ingestion",
+    "Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
 )
 def document_chunks(config: ChunkingSettings, raw_documents: pd.DataFrame) -> Output[pd.DataFrame]:
     settings = ChunkingConfig(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)

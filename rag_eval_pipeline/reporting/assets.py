@@ -1,10 +1,11 @@
 """The regression report: the candidate against the tenant's baseline, with a verdict."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Config, MetadataValue, Output
 from pydantic import Field
 
-from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.metadata import lineage_asset
+from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.reporting.compare import DEFAULT_TOLERANCE, compare, render_markdown
 from rag_eval_pipeline.resources import WarehouseResource
 
@@ -16,11 +17,9 @@ class ReportSettings(Config):
     promote_to_baseline: bool = Field(default=False, description="Make this candidate the tenant's baseline.")
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="reporting",
-    kinds={"pandas", "parquet"},
-    description="Per metric: candidate and baseline means over the same items, the delta, coverage, and the "
+@lineage_asset(
+    "reporting",
+    "Per metric: candidate and baseline means over the same items, the delta, coverage, and the "
     "verdict (block when a metric drops by more than the tolerance). The rendered Markdown is in the metadata.",
 )
 def regression_report(

@@ -1,21 +1,19 @@
 """Synthesis assets: clusters of chunks, synthetic QA, and the verified golden set."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, Output, asset
+from dagster import AssetExecutionContext, Config, Output
 
-from rag_eval_pipeline.metadata import table_metadata
-from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.metadata import lineage_asset, table_metadata
+from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
 from rag_eval_pipeline.synthesis.clustering import cluster_chunks
 from rag_eval_pipeline.synthesis.generation import generate_offline, items_frame
 from rag_eval_pipeline.synthesis.verification import verify_items
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="synthesis",
-    kinds={"pandas", "parquet"},
-    description="Chunks grouped by meaning: all-MiniLM-L6-v2 embeddings (cached by content hash) clustered "
+@lineage_asset(
+    "synthesis",
+    "Chunks grouped by meaning: all-MiniLM-L6-v2 embeddings (cached by content hash) clustered "
     "with HDBSCAN; cluster -1 holds the outliers.",
 )
 def chunk_clusters(embedder: EmbedderResource, document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
@@ -41,11 +39,9 @@ class SynthesisSettings(Config):
     max_items: int = 40
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="synthesis",
-    kinds={"pandas", "parquet"},
-    description="Candidate QA items from the offline template generator: question, ground-truth answer, "
+@lineage_asset(
+    "synthesis",
+    "Candidate QA items from the offline template generator: question, ground-truth answer, "
     "gold chunk ids, question type and source cluster. Not yet verified.",
 )
 def synthetic_qa(
@@ -66,11 +62,9 @@ def synthetic_qa(
     )
 
 
-@asset(
-    partitions_def=tenant_version_partitions,
-    group_name="synthesis",
-    kinds={"pandas", "parquet"},
-    description="The verified golden set: synthetic items whose ground truth is supported by their gold chunks, "
+@lineage_asset(
+    "synthesis",
+    "The verified golden set: synthetic items whose ground truth is supported by their gold chunks, "
     "well formed and distinct. Dropped items go to the rejected_qa table with their reason.",
 )
 def golden_set(
