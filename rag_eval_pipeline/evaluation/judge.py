@@ -88,7 +88,7 @@ class OfflineJudge:
         return Support(statement, coverage >= self.coverage_threshold, coverage, best)
 
     def relevance_to_question(self, question: str, answer: str) -> tuple[float, dict]:
-        if _NONCOMMITTAL.search(answer):
+        if _NONCOMMITTAL.search(answer.replace("\u2019", "'")):  # models often write a typographic apostrophe
             return 0.0, {"noncommittal": True}
         q, a = self.embedder.embed([question, answer])
         return max(0.0, float(q @ a)), {"method": "cosine(question, answer) with all-MiniLM-L6-v2"}

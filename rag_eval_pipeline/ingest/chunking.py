@@ -88,8 +88,7 @@ def _blocks(document: Document) -> list[_Block]:
         paragraph: list[str] = []
 
         def flush() -> None:
-            text = " ".join(paragraph)
-            sentences = tuple(split_sentences(text.replace("-\n", "")))
+            sentences = tuple(split_sentences(_join_lines(paragraph)))
             if sentences:
                 blocks.append(_Block(heading, page_number, sentences))
             paragraph.clear()
@@ -110,6 +109,17 @@ def _blocks(document: Document) -> list[_Block]:
                 paragraph.append(line.strip())
         flush()
     return blocks
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Lines of one paragraph as one text; a word hyphenated across a line break is made whole."""
+    text = ""
+    for line in lines:
+        if len(text) > 1 and text.endswith("-") and text[-2].isalpha() and line[:1].islower():
+            text = text[:-1] + line
+        else:
+            text = f"{text} {line}" if text else line
+    return text
 
 
 def _heading_of(line: str, previous: str, typical_width: int, doc_format: str) -> str | None:
@@ -163,6 +173,8 @@ def _pack_section(blocks: list[_Block], config: ChunkingConfig) -> list[list[tup
                 groups.append(current)
                 current = _overlap(current, config.overlap_tokens)
                 size = sum(count_tokens(s) for s, _ in current)
+                if size + piece_size > config.max_tokens:  # no room for the overlap beside this piece
+                    current, size = [], 0
             current.append((piece, page))
             size += piece_size
     # The last group may hold nothing but the overlap carried from the previous one.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +51,12 @@ class UnreadableDocument(Exception):
 
 
 def doc_id_for(relative_path: str) -> str:
-    """A stable id from the file's path inside the tenant folder: adding other files never changes it."""
-    return re.sub(r"[^a-z0-9._/-]+", "-", relative_path.lower()).strip("-")
+    """The file's path inside the tenant folder, so adding other files never changes it.
+
+    Only '%' and '#' are escaped ('#' separates the chunk number in chunk ids): two distinct paths
+    never share an id, whatever their case or spaces.
+    """
+    return relative_path.replace("%", "%25").replace("#", "%23")
 
 
 def read_documents(folder: Path) -> IngestResult:

@@ -29,13 +29,17 @@ class Comparison:
 
 def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
     rows = [_metric_row(metric, group, baseline, tolerance) for metric, group in candidate.groupby("metric", sort=False)]
-    table = pd.DataFrame(rows)
+    # Nullable floats: a metric nobody could measure has <NA> and a note, never NaN.
+    table = pd.DataFrame(rows).astype({column: "Float64" for column in _MEAN_COLUMNS})
     failing = table.loc[table["verdict"] == "regressed", "metric"].tolist()
     if baseline is None:
         verdict = NO_BASELINE
     else:
         verdict = BLOCK if failing else PASS
     return Comparison(table, verdict, failing, tolerance)
+
+
+_MEAN_COLUMNS = ("candidate_mean", "baseline_mean", "delta", "baseline_coverage")
 
 
 def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float) -> dict:
@@ -52,6 +56,7 @@ def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None
         "delta": None,
         "baseline_coverage": None,
         "verdict": "no baseline",
+        "note": _unmeasured_note(scores),
     }
     if baseline is None:
         return row
@@ -66,9 +71,18 @@ def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None
     row["candidate_mean"] = _mean(paired["score"])
     row["baseline_mean"] = _mean(paired["score_baseline"])
     row["delta"] = round(row["candidate_mean"] - row["baseline_mean"], 4)
-    coverage_drop = row["baseline_coverage"] - row["coverage"]
+    coverage_drop = round(row["baseline_coverage"] - row["coverage"], 4)  # 1.0 - 0.95 is not > 0.05
     row["verdict"] = "regressed" if row["delta"] < -tolerance or coverage_drop > tolerance else "ok"
     return row
+
+
+def _unmeasured_note(scores: pd.DataFrame) -> str:
+    """Why items went unmeasured: the most frequent reason and how often it occurred."""
+    reasons = scores.loc[scores["status"] != "ok", "reason"].value_counts()
+    if reasons.empty:
+        return ""
+    reason, count = reasons.index[0], int(reasons.iloc[0])
+    return f"{reason} ({count} item{'s' if count > 1 else ''})"
 
 
 def _mean(values: pd.Series) -> float | None:
@@ -89,6 +103,9 @@ def render_markdown(comparison: Comparison, title: str, details: dict[str, str])
         )
     if comparison.failing_metrics:
         lines += ["", f"Regressed: {', '.join(comparison.failing_metrics)}."]
+    notes = [f"- {row['metric']}: {row['note']}" for row in comparison.table.to_dict("records") if row["note"]]
+    if notes:
+        lines += ["", "Unmeasured items (excluded from the means, counted in coverage):", *notes]
     return "\n".join(lines) + "\n"
 
 

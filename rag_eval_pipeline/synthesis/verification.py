@@ -37,11 +37,11 @@ def _rejection_reason(item: dict, chunk_ids: set[str], judge: Judge, seen: dict[
     duplicate_of = seen.get(_normalise(item["question"]))
     if duplicate_of:
         return f"duplicate question of {duplicate_of}"
-    if _normalise(item["ground_truth"]) in _normalise(item["question"]):
-        return "question contains its own answer"
     statements = judge.statements(item["ground_truth"])
     if not statements:
         return "ground truth makes no checkable statement"
+    if _normalise(item["ground_truth"]) in _normalise(item["question"]):
+        return "question contains its own answer"
     unsupported = [v.statement for v in judge.verify(statements, list(item["gold_contexts"])) if not v.supported]
     if unsupported:
         return f"ground truth not supported by its gold chunks: {unsupported[0][:120]}"

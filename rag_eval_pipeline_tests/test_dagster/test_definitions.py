@@ -1,5 +1,6 @@
 """The code location loads, and its lineage is the one the README describes."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,10 +46,12 @@ def test_jobs_cover_the_two_tracks():
     assert {job.name for job in defs.resolve_all_job_defs()} >= {"full_pipeline", "synthesis", "audit"}
 
 
-def test_dagster_cli_validates_the_code_location():
+def test_dagster_cli_validates_the_code_location(tmp_path):
+    """What `dagster dev` loads: the [tool.dagster] entry of pyproject.toml, from the repo root."""
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "dagster"), "definitions", "validate"],
         cwd=REPO, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "Validation successful" in completed.stdout + completed.stderr
