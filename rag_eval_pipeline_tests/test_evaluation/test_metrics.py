@@ -196,11 +196,6 @@ def test_answer_relevance_is_zero_for_a_noncommittal_answer(offline_judge, answe
     assert result.evidence.get("noncommittal") is True
 
 
-@pytest.mark.xfail(
-    reason="BUG: the noncommittal pattern only matches a straight apostrophe, so 'I don\u2019t know.' (typographic "
-    "apostrophe, common in LLM output) scores above 0 instead of 0",
-    strict=True,
-)
 def test_answer_relevance_is_zero_for_i_dont_know_with_a_typographic_apostrophe(offline_judge):
     result = answer_relevance(item(answer="I don\u2019t know."), offline_judge)
 

@@ -19,7 +19,6 @@ EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
 DEMO_MARKUP = ["data-retention-policy.md", "expense-and-travel-policy.md", "incident-response-runbook.md",
                "routewise-api-spec.md", "oncall-handbook.txt"]
 
-needs_shared_corpus = pytest.mark.skipif(not SHARED_PDFS.is_dir(), reason="shared PDF corpus not available")
 
 # An independent token counter (same definition as the module's docstring: words and punctuation marks).
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -68,7 +67,6 @@ def _long_paragraph(n: int = 12) -> str:
 # --- size limit ------------------------------------------------------------------------------
 
 
-@needs_shared_corpus
 @pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
 @pytest.mark.parametrize("filename", ["The-Man-Without-A-Body.pdf", "CC_License_Agreement_of_siMPle.pdf"])
 def test_no_chunk_of_a_real_pdf_exceeds_max_tokens(filename, config):
@@ -94,11 +92,6 @@ def test_no_chunk_of_markdown_exceeds_max_tokens(filename, config):
     assert all(c.n_tokens == n_tokens(c.text) <= config.max_tokens for c in chunks)
 
 
-@pytest.mark.xfail(
-    reason="BUG: after a chunk is closed, the overlap sentences are carried and the next sentence is appended "
-    "without re-checking the limit, so overlap + a long sentence exceeds max_tokens",
-    strict=True,
-)
 def test_overlap_never_pushes_a_chunk_over_max_tokens(tmp_path):
     short = "Crates are red."  # 4 tokens: small enough to be carried as overlap
     long = "Every crate in the north aisle is weighed and labelled before the truck leaves the dock today."
@@ -110,12 +103,6 @@ def test_overlap_never_pushes_a_chunk_over_max_tokens(tmp_path):
     assert all(c.n_tokens <= 20 for c in chunks), [(c.n_tokens, c.text) for c in chunks]
 
 
-@needs_shared_corpus
-@pytest.mark.xfail(
-    reason="BUG: with overlap enabled, real PDF text yields chunks above max_tokens (CC licence PDF, "
-    "max_tokens=64, overlap_tokens=10 gives a 67-token chunk)",
-    strict=True,
-)
 def test_real_pdf_with_overlap_stays_within_max_tokens():
     document = read_document(SHARED_PDFS / "CC_License_Agreement_of_siMPle.pdf", "cc.pdf")
 
@@ -317,12 +304,6 @@ def test_with_no_overlap_the_token_stream_of_a_demo_document_is_preserved():
     assert [t for c in chunks for t in tokens(c.text)] == [t for line in body for t in tokens(line)]
 
 
-@needs_shared_corpus
-@pytest.mark.xfail(
-    reason="BUG: de-hyphenation is dead code: _blocks joins a paragraph's lines with spaces before "
-    "`.replace('-\\n', '')`, so PDF words broken across lines stay split ('adip- iscing')",
-    strict=True,
-)
 def test_pdf_words_hyphenated_across_lines_are_joined():
     document = read_document(EDGE_CASES / "pysample__multicolumn.pdf", "multicolumn.pdf")
     assert "adip-\niscing" in document.text  # the raw page text breaks the word at a line end

@@ -90,12 +90,6 @@ def test_a_coverage_drop_blocks_even_when_the_answered_items_score_the_same():
     assert (hit["n_measured"], hit["n_unmeasured"], hit["n_items"]) == (7, 3, 10)
 
 
-@pytest.mark.xfail(
-    reason="BUG: coverage is compared without the rounding used for the mean, so a coverage drop of exactly "
-    "the tolerance (1.0 -> 0.95: one failure in 20) blocks, since 1.0 - 0.95 = 0.05000000000000004 > 0.05, "
-    "while a mean drop of exactly 0.05 passes",
-    strict=True,
-)
 def test_a_coverage_drop_of_exactly_the_tolerance_passes():
     baseline = scores({"hit_rate": [1.0] * 20})
     candidate = scores({"hit_rate": [1.0] * 19 + [None]})
@@ -158,11 +152,6 @@ def test_numeric_means_have_no_nan_when_some_items_are_unmeasured():
     assert row(paired, "hit_rate")["candidate_mean"] == pytest.approx(0.5)  # q1, q3
 
 
-@pytest.mark.xfail(
-    reason="BUG: when every item of one metric is unmeasured, _mean returns None but pd.DataFrame turns it "
-    "into NaN in the float column candidate_mean, breaking 'Aggregates never contain NaN'",
-    strict=True,
-)
 def test_no_nan_when_a_whole_metric_is_unmeasured():
     candidate = scores({"hit_rate": [1.0, 0.0], "faithfulness": [None, None]})
 

@@ -136,11 +136,6 @@ def test_ground_truth_without_a_statement_is_rejected(generated, offline_judge):
     assert "no checkable statement" in rejected["reason"].iloc[0]
 
 
-@pytest.mark.xfail(
-    reason="BUG: an empty ground truth normalises to '' which is 'in' every question, so the item is "
-    "rejected as 'question contains its own answer' instead of for having no answer",
-    strict=True,
-)
 def test_empty_ground_truth_is_rejected_for_having_no_answer(generated, offline_judge):
     item = {**_item(generated, "retention.md#0"), "qa_id": "blank", "ground_truth": ""}
 
