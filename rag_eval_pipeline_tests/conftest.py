@@ -24,8 +24,7 @@ def demo_folder() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_corpus() -> Path:
-    if not SHARED_CORPUS.is_dir():
-        pytest.skip(f"shared PDF corpus not found at {SHARED_CORPUS}")
+    assert SHARED_CORPUS.is_dir(), f"shared PDF corpus missing at {SHARED_CORPUS} (CI lays ../shared beside the clone)"
     return SHARED_CORPUS
 
 

@@ -121,8 +121,7 @@ BAD_FILES = {
 
 @pytest.fixture(scope="module")
 def mixed_folder(tmp_path_factory) -> Path:
-    if not ENCRYPTED_PDF.is_file():
-        pytest.skip("encrypted edge-case PDF not available")
+    assert ENCRYPTED_PDF.is_file(), f"encrypted edge-case PDF missing at {ENCRYPTED_PDF}"
     folder = tmp_path_factory.mktemp("mixed")
     shutil.copy(DEMO / "data-retention-policy.md", folder / "data-retention-policy.md")
     shutil.copy(DEMO_PDF, folder / "customer-sla.pdf")
