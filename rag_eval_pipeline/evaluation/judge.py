@@ -18,7 +18,7 @@ from rag_eval_pipeline.text import content_words, numbers, split_sentences
 
 _NEGATION = re.compile(r"\b(not|no|never|none|cannot|can't|won't|isn't|aren't|doesn't|don't|didn't|without)\b", re.I)
 _NONCOMMITTAL = re.compile(
-    r"\b(i (do not|don't) know|cannot (be )?answer|can't answer|not enough information|no information"
+    r"\b(i (do not|don't) know|cannot (be )?answer|can't answer|not (\w+ ){0,2}enough information|no information"
     r"|unable to (answer|find|determine)|not (mentioned|stated|specified) in the)\b",
     re.I,
 )
@@ -66,7 +66,8 @@ class OfflineJudge:
         self.coverage_threshold = coverage_threshold
 
     def statements(self, text: str) -> list[str]:
-        return [s for s in split_sentences(text) if content_words(s)]
+        """Sentences that assert something: 'I don't know.' is not a claim to verify."""
+        return [s for s in split_sentences(text) if content_words(s) and not _is_noncommittal(s)]
 
     def verify(self, statements: list[str], contexts: list[str]) -> list[Support]:
         context_words = [set(content_words(c)) for c in contexts]
@@ -88,10 +89,14 @@ class OfflineJudge:
         return Support(statement, coverage >= self.coverage_threshold, coverage, best)
 
     def relevance_to_question(self, question: str, answer: str) -> tuple[float, dict]:
-        if _NONCOMMITTAL.search(answer.replace("\u2019", "'")):  # models often write a typographic apostrophe
+        if _is_noncommittal(answer):
             return 0.0, {"noncommittal": True}
         q, a = self.embedder.embed([question, answer])
         return max(0.0, float(q @ a)), {"method": "cosine(question, answer) with all-MiniLM-L6-v2"}
+
+
+def _is_noncommittal(text: str) -> bool:
+    return bool(_NONCOMMITTAL.search(text.replace("\u2019", "'")))  # models often write a typographic apostrophe
 
 
 def _negation_differs(statement: str, context: str) -> bool:

@@ -64,8 +64,10 @@ def read_documents(folder: Path) -> IngestResult:
     if not folder.is_dir():
         raise FileNotFoundError(f"document folder {folder} does not exist")
     result = IngestResult()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = path.relative_to(folder).as_posix()
+        if any(part.startswith(".") for part in relative.split("/")):
+            continue  # hidden files and folders (.git, .DS_Store) are not documents
         try:
             result.documents.append(read_document(path, relative))
         except UnreadableDocument as error:

@@ -17,6 +17,7 @@ DEFAULT_TOLERANCE = 0.05
 PASS = "pass"
 BLOCK = "block"
 NO_BASELINE = "pass (no baseline yet: this candidate is recorded as the baseline)"
+NOTHING_SCORED = "block (no item was scored: the golden set or the candidate's outputs are empty)"
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,11 @@ class Comparison:
 def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
     rows = [_metric_row(metric, group, baseline, tolerance) for metric, group in candidate.groupby("metric", sort=False)]
     # Nullable floats: a metric nobody could measure has <NA> and a note, never NaN.
-    table = pd.DataFrame(rows).astype({column: "Float64" for column in _MEAN_COLUMNS})
+    table = pd.DataFrame(rows, columns=_COLUMNS).astype({column: "Float64" for column in _MEAN_COLUMNS})
     failing = table.loc[table["verdict"] == "regressed", "metric"].tolist()
-    if baseline is None:
+    if table.empty:
+        verdict = NOTHING_SCORED
+    elif baseline is None:
         verdict = NO_BASELINE
     else:
         verdict = BLOCK if failing else PASS
@@ -40,6 +43,8 @@ def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: f
 
 
 _MEAN_COLUMNS = ("candidate_mean", "baseline_mean", "delta", "baseline_coverage")
+_COLUMNS = ["metric", "candidate_mean", "n_items", "n_measured", "n_unmeasured", "coverage", "baseline_mean",
+            "paired_items", "delta", "baseline_coverage", "verdict", "note"]
 
 
 def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float) -> dict:

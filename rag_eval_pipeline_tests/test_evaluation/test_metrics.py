@@ -275,3 +275,11 @@ def test_score_item_computes_only_the_requested_metrics(offline_judge):
 def test_score_item_rejects_unknown_metric_names(offline_judge):
     with pytest.raises(ValueError, match="bleu"):
         score_item(item(), offline_judge, metrics=("mrr", "bleu"))
+
+
+@pytest.mark.parametrize("answer", ["I don't know.", "I don\u2019t know.", "The context does not give enough information to answer."])
+def test_a_noncommittal_answer_has_no_statement_to_verify(answer, offline_judge):
+    result = faithfulness(item(answer=answer), offline_judge)
+
+    assert result.status == UNMEASURED
+    assert "no statement" in result.reason

@@ -304,3 +304,15 @@ def test_distinct_files_get_distinct_doc_ids(tmp_path):
 
     assert len(documents) == 4
     assert len({d.doc_id for d in documents}) == 4
+
+
+def test_hidden_files_and_folders_are_not_documents(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n", encoding="utf-8")
+    (tmp_path / ".DS_Store").write_bytes(b"\x00\x01")
+    (tmp_path / "policy.md").write_text("# Policy\n\nRefunds take 14 days.", encoding="utf-8")
+
+    result = read_documents(tmp_path)
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    assert result.rejections == []

@@ -209,3 +209,13 @@ def test_render_markdown_without_baseline_shows_na():
     assert f"**Verdict: {NO_BASELINE.upper()}**" in markdown
     assert "| hit_rate | 1.000 | n/a | n/a | 1/2 | 50% | no baseline |" in markdown
     assert "Regressed:" not in markdown
+
+
+def test_an_empty_score_table_blocks_instead_of_crashing():
+    empty = pd.DataFrame(columns=["qa_id", "metric", "score", "status", "reason"])
+
+    comparison = compare(empty, None)
+
+    assert comparison.verdict.startswith("block")
+    assert comparison.table.empty
+    assert "BLOCK" in render_markdown(comparison, "empty", {})
