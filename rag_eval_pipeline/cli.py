@@ -7,6 +7,8 @@ import sys
 import time
 
 from rag_eval_pipeline import settings
+from rag_eval_pipeline.definitions import build_definitions
+from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
 from rag_eval_pipeline.warehouse import Warehouse
 
@@ -55,24 +57,18 @@ def _add_candidate_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _register(args) -> int:
-    from rag_eval_pipeline.instance import local_instance
-
     key = register_partition(local_instance(), args.tenant, args.version)
     print(f"registered tenant {args.tenant!r}, dataset version {args.version!r} ({key})")
     return 0
 
 
 def _run(args) -> int:
-    from rag_eval_pipeline.instance import local_instance
-
     instance = local_instance()
     key = require_registered(instance, args.tenant, args.version)
     return _execute(instance, key, args)
 
 
 def _demo(args) -> int:
-    from rag_eval_pipeline.instance import local_instance
-
     instance = local_instance()
     key = register_partition(instance, DEMO_TENANT, DEMO_VERSION)
     args.tenant, args.version, args.job = DEMO_TENANT, DEMO_VERSION, "full_pipeline"
@@ -83,8 +79,6 @@ def _demo(args) -> int:
 
 
 def _execute(instance, key, args) -> int:
-    from rag_eval_pipeline.definitions import build_definitions
-
     run_config = {
         "ops": {
             "candidate_outputs": {"config": {"candidate": args.candidate, "commit": args.commit}},

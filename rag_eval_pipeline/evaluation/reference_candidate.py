@@ -21,16 +21,17 @@ class ReferenceCandidate:
         self.chunk_vectors = embedder.embed(self.chunk_texts)
 
     def retrieve(self, question: str) -> list[int]:
-        query = self.embedder.embed([question])[0]
-        scores = self.chunk_vectors @ query
-        return [int(i) for i in np.argsort(-scores, kind="stable")[: self.top_k]]
+        return self._top_k(self.embedder.embed([question])[0])
 
     def __call__(self, question: str) -> dict:
-        ranked = self.retrieve(question)
-        contexts = [{"id": self.chunk_ids[i], "text": self.chunk_texts[i]} for i in ranked]
+        query = self.embedder.embed([question])[0]
+        contexts = [{"id": self.chunk_ids[i], "text": self.chunk_texts[i]} for i in self._top_k(query)]
         sentences = [s for c in contexts for s in split_sentences(c["text"])]
         if not sentences:
             return {"answer": "I don't know.", "contexts": contexts}
-        query = self.embedder.embed([question])[0]
         best = int(np.argmax(self.embedder.embed(sentences) @ query))
         return {"answer": sentences[best], "contexts": contexts}
+
+    def _top_k(self, query: np.ndarray) -> list[int]:
+        scores = self.chunk_vectors @ query
+        return [int(i) for i in np.argsort(-scores, kind="stable")[: self.top_k]]

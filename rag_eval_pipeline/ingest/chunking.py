@@ -49,36 +49,32 @@ class _Block:
     sentences: tuple[str, ...]
 
 
-previous_end_marker = "."  # a blank line ends a paragraph like a full stop does
 _MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 
 
 def chunk_document(document: Document, config: ChunkingConfig = ChunkingConfig()) -> list[Chunk]:
-    blocks = _blocks(document)
-    groups: list[list[tuple[str, int]]] = []  # each: [(sentence, page), ...]
-    headings: list[str] = []
-    for heading, section_blocks in _by_section(blocks):
-        for group in _pack_section(section_blocks, config):
-            groups.append(group)
-            headings.append(heading)
-    chunks = []
-    for position, (heading, group) in enumerate(zip(headings, groups)):
-        text = " ".join(sentence for sentence, _ in group)
-        pages = [page for _, page in group]
-        chunks.append(
-            Chunk(
-                chunk_id=f"{document.doc_id}#{position}",
-                doc_id=document.doc_id,
-                position=position,
-                heading=heading,
-                page_start=min(pages),
-                page_end=max(pages),
-                text=text,
-                n_tokens=count_tokens(text),
-                content_hash=sha256(text),
-            )
-        )
-    return chunks
+    groups = [  # (heading, [(sentence, page), ...]) in document order
+        (heading, group)
+        for heading, section_blocks in _by_section(_blocks(document))
+        for group in _pack_section(section_blocks, config)
+    ]
+    return [_chunk(document, position, heading, group) for position, (heading, group) in enumerate(groups)]
+
+
+def _chunk(document: Document, position: int, heading: str, group: list[tuple[str, int]]) -> Chunk:
+    text = " ".join(sentence for sentence, _ in group)
+    pages = [page for _, page in group]
+    return Chunk(
+        chunk_id=f"{document.doc_id}#{position}",
+        doc_id=document.doc_id,
+        position=position,
+        heading=heading,
+        page_start=min(pages),
+        page_end=max(pages),
+        text=text,
+        n_tokens=count_tokens(text),
+        content_hash=sha256(text),
+    )
 
 
 def _blocks(document: Document) -> list[_Block]:
@@ -99,7 +95,7 @@ def _blocks(document: Document) -> list[_Block]:
         typical_width = widths[len(widths) // 2] if widths else 0
         for line in lines:
             new_heading = _heading_of(line, previous, typical_width, document.format)
-            previous = line.strip() or previous_end_marker
+            previous = line.strip() or "."  # a blank line ends a paragraph as a full stop does
             if new_heading:
                 flush()
                 heading = new_heading
@@ -131,7 +127,7 @@ def _heading_of(line: str, previous: str, typical_width: int, doc_format: str) -
         # standing after a finished sentence and clearly narrower than the page's wrapped lines.
         stripped = line.strip()
         words = stripped.split()
-        after_sentence = not previous or previous[-1] in ".!?:" or previous == previous_end_marker
+        after_sentence = not previous or previous[-1] in ".!?:"
         if (
             after_sentence
             and len(stripped) < 0.6 * typical_width
