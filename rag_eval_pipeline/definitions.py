@@ -12,10 +12,10 @@ from rag_eval_pipeline.reporting import assets as reporting_assets
 from rag_eval_pipeline.resources import (
     DocumentsResource,
     EmbedderResource,
-    JudgeResource,
     WarehouseIOManager,
     WarehouseResource,
 )
+from rag_eval_pipeline.resources.judge import judge_from_env
 from rag_eval_pipeline.synthesis import assets as synthesis_assets
 
 
@@ -30,7 +30,7 @@ def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
         "warehouse": WarehouseResource(root=str(warehouse_root)),
         "documents": DocumentsResource(root=str(documents_root)),
         "embedder": embedder,
-        "judge": JudgeResource(embedder=embedder),
+        "judge": judge_from_env(embedder, str(Path(warehouse_root) / "judge_cache.sqlite")),
     }
 
 

@@ -13,9 +13,10 @@ from rag_eval_pipeline.evaluation.candidates import (
     read_outputs_file,
     run_candidate,
 )
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_item
+from rag_eval_pipeline.evaluation.judgement import total_usage
+from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_items
 from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
-from rag_eval_pipeline.evaluation.results import UNMEASURED
+from rag_eval_pipeline.evaluation.results import MetricResult, unmeasured
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource
 
@@ -75,6 +76,7 @@ def _candidate(config: CandidateSettings, embedder: EmbedderResource, chunks: pd
 
 class ScoringSettings(Config):
     k: int = Field(default=5, description="Cut-off for hit rate@k and MRR.")
+    metrics: list[str] = Field(default=list(ALL_METRICS), description="Metrics to compute.")
 
 
 @lineage_asset(
@@ -85,33 +87,23 @@ class ScoringSettings(Config):
 def metric_scores(
     config: ScoringSettings,
     judge: JudgeResource,
+    embedder: EmbedderResource,
     golden_set: pd.DataFrame,
     candidate_outputs: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     active_judge = judge.get()
     gold = golden_set.set_index("qa_id")
+    answered = candidate_outputs[candidate_outputs["status"] == "ok"]
+    items = [_eval_item(output, gold.loc[output["qa_id"]]) for output in answered.to_dict("records")]
+    results, judgements = score_items(items, active_judge, embedder.get(), config.metrics, config.k)
+    scored = dict(zip(answered["qa_id"], results))
     rows = []
     for output in candidate_outputs.to_dict("records"):
-        item = gold.loc[output["qa_id"]]
-        if output["status"] != "ok":
-            results = [(m, None, UNMEASURED, f"candidate failed: {output['error']}", {}) for m in ALL_METRICS]
-        else:
-            eval_item = EvalItem(
-                qa_id=output["qa_id"],
-                question=output["question"],
-                answer=output["answer"],
-                contexts=[dict(c) for c in output["contexts"]],
-                ground_truth=item["ground_truth"],
-                gold_chunk_ids=list(item["gold_chunk_ids"]),
-            )
-            results = [(r.metric, r.score, r.status, r.reason, r.evidence) for r in score_item(eval_item, active_judge, config.k)]
-        for metric, score, status, reason, evidence in results:
-            rows.append({
-                "qa_id": output["qa_id"], "metric": metric, "score": score, "status": status,
-                "reason": reason, "evidence": json.dumps(evidence, default=str),
-                "judge": active_judge.name, "commit": output["commit"],
-            })
-    frame = pd.DataFrame(rows, columns=["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "commit"])
+        item_results = scored.get(output["qa_id"]) or [
+            unmeasured(metric, f"candidate failed: {output['error']}") for metric in config.metrics
+        ]
+        rows += [_score_row(output, result, active_judge.name) for result in item_results]
+    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     measured = frame[frame["status"] == "ok"]
     return Output(
         frame,
@@ -121,5 +113,28 @@ def metric_scores(
             judge=active_judge.name,
             unmeasured=int((frame["status"] != "ok").sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
+            judge_usage=total_usage(judgements),
         ),
     )
+
+
+SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "commit"]
+
+
+def _eval_item(output: dict, gold: pd.Series) -> EvalItem:
+    return EvalItem(
+        qa_id=output["qa_id"],
+        question=output["question"],
+        answer=output["answer"],
+        contexts=[dict(c) for c in output["contexts"]],
+        ground_truth=gold["ground_truth"],
+        gold_chunk_ids=list(gold["gold_chunk_ids"]),
+    )
+
+
+def _score_row(output: dict, result: MetricResult, judge_name: str) -> dict:
+    return {
+        "qa_id": output["qa_id"], "metric": result.metric, "score": result.score, "status": result.status,
+        "reason": result.reason, "evidence": json.dumps(result.evidence, default=str),
+        "judge": judge_name, "commit": output["commit"],
+    }

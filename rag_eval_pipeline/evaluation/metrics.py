@@ -1,23 +1,32 @@
-"""The metrics of the design documents, as pure functions of one item and a judge.
+"""The metrics of the design documents, as pure functions of one item and the judge's judgement.
 
-Formulas (seed 000, section 3; seed 003 for retrieval):
-  faithfulness      F  = supported statements of A / statements of A
-  answer_relevance  AR = relevance of A to Q as the judge measures it (0 for a noncommittal answer)
-  context_recall    CR = ground-truth sentences supported by C / ground-truth sentences
-  context_precision CP = sum_k P@k * I(k) / sum_k I(k), with I(k) = chunk k supports some ground-truth sentence
-  hit_rate@k, mrr   from the gold chunk ids, no judge
+Formulas (seed 000 section 3, seed 003 for retrieval, seed 004 for contextual relevancy):
+  faithfulness          F  = supported statements of A / statements of A
+  answer_relevance      AR = mean_i cos(e_Q, e_q'_i) over questions q'_i generated from A; 0 if A is noncommittal
+  context_recall        CR = sentences of G supported by C / sentences of G
+  context_precision     CP = sum_k P@k * I(k) / sum_k I(k), I(k) = chunk k relevant to G; 0 if none is
+  contextual_relevancy  CRel = statements of C relevant to Q / statements of C
+  answer_correctness    AC = 0.75 * F1(TP, FP, FN of A's statements against G) + 0.25 * cos(e_A, e_G)
+  hit_rate@k, mrr       from the gold chunk ids, no judge
+Cosines are clipped at 0 so every score lies in [0, 1].
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rag_eval_pipeline.evaluation.judge import Judge
+import numpy as np
+
+from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.evaluation.judgement import Failure, Judgement, Verdict, needed_judgements
 from rag_eval_pipeline.evaluation.results import MetricResult, measured, unmeasured
 
 RETRIEVAL_METRICS = ("hit_rate", "mrr")
-JUDGED_METRICS = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
+JUDGED_METRICS = (
+    "faithfulness", "answer_relevance", "context_recall", "context_precision", "contextual_relevancy", "answer_correctness",
+)
 ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
+CORRECTNESS_WEIGHTS = (0.75, 0.25)  # statement F1, semantic similarity
 
 
 @dataclass(frozen=True)
@@ -50,42 +59,63 @@ def mrr(item: EvalItem, k: int) -> MetricResult:
     return measured("mrr", 1.0 / rank if rank else 0.0, k=k, first_relevant_rank=rank)
 
 
-def faithfulness(item: EvalItem, judge: Judge) -> MetricResult:
-    statements = judge.statements(item.answer)
-    if not statements:
-        return unmeasured("faithfulness", "the answer makes no statement to verify")
-    return _supported_share("faithfulness", statements, item, judge, "statements")
+def faithfulness(judgement: Judgement) -> MetricResult:
+    return _supported_share("faithfulness", judgement.answer_statements, "the answer makes no statement to verify", "statements")
 
 
-def answer_relevance(item: EvalItem, judge: Judge) -> MetricResult:
+def context_recall(judgement: Judgement) -> MetricResult:
+    return _supported_share("context_recall", judgement.ground_truth_support, "no ground-truth answer to recall", "ground_truth")
+
+
+def contextual_relevancy(judgement: Judgement) -> MetricResult:
+    return _supported_share(
+        "contextual_relevancy", judgement.context_relevance, "the retrieved contexts make no statement", "context_statements"
+    )
+
+
+def answer_relevance(item: EvalItem, judgement: Judgement, embedder: Embedder) -> MetricResult:
+    generated = judgement.generated_questions
+    if isinstance(generated, Failure):
+        return unmeasured("answer_relevance", generated.reason)
     if not item.answer.strip():
         return unmeasured("answer_relevance", "empty answer")
-    score, evidence = judge.relevance_to_question(item.question, item.answer)
-    return measured("answer_relevance", score, **evidence)
+    if generated.noncommittal:
+        return measured("answer_relevance", 0.0, noncommittal=True, method=generated.method)
+    if not generated.questions:
+        return unmeasured("answer_relevance", "no question could be generated from the answer")
+    vectors = embedder.embed([item.question, *generated.questions])
+    cosines = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+    return measured(
+        "answer_relevance", float(cosines.mean()),
+        generated_questions=generated.questions, cosines=[round(float(c), 4) for c in cosines], method=generated.method,
+    )
 
 
-def context_recall(item: EvalItem, judge: Judge) -> MetricResult:
-    sentences = judge.statements(item.ground_truth)
-    if not sentences:
-        return unmeasured("context_recall", "no ground-truth answer to recall")
-    return _supported_share("context_recall", sentences, item, judge, "ground_truth")
+def context_precision(judgement: Judgement) -> MetricResult:
+    relevance = judgement.chunk_relevance
+    if isinstance(relevance, Failure):
+        return unmeasured("context_precision", relevance.reason)
+    return measured("context_precision", average_precision(relevance), relevance=list(relevance))
 
 
-def _supported_share(metric: str, statements: list[str], item: EvalItem, judge: Judge, evidence_key: str) -> MetricResult:
-    """Share of statements the judge finds supported by the item's contexts, with every verdict as evidence."""
-    verdicts = judge.verify(statements, item.context_texts)
-    supported = sum(v.supported for v in verdicts)
-    return measured(metric, supported / len(verdicts), **{evidence_key: [v.as_dict() for v in verdicts]})
-
-
-def context_precision(item: EvalItem, judge: Judge) -> MetricResult:
-    sentences = judge.statements(item.ground_truth)
-    if not sentences:
-        return unmeasured("context_precision", "no ground-truth answer to judge relevance against")
-    relevant = [
-        int(any(v.supported for v in judge.verify(sentences, [text]))) for text in item.context_texts
-    ]
-    return measured("context_precision", average_precision(relevant), relevance=relevant)
+def answer_correctness(item: EvalItem, judgement: Judgement, embedder: Embedder) -> MetricResult:
+    result = judgement.correctness
+    if isinstance(result, Failure):
+        return unmeasured("answer_correctness", result.reason)
+    if not item.ground_truth.strip():
+        return unmeasured("answer_correctness", "no ground-truth answer to compare with")
+    tp, fp, fn = len(result.true_positives), len(result.false_positives), len(result.false_negatives)
+    if tp + fp + fn == 0:
+        return unmeasured("answer_correctness", "neither the answer nor the ground truth makes a statement")
+    f1 = tp / (tp + 0.5 * (fp + fn))
+    answer_vector, truth_vector = embedder.embed([item.answer, item.ground_truth])
+    similarity = float(np.clip(answer_vector @ truth_vector, 0.0, 1.0))
+    f1_weight, similarity_weight = CORRECTNESS_WEIGHTS
+    return measured(
+        "answer_correctness", f1_weight * f1 + similarity_weight * similarity,
+        f1=round(f1, 4), similarity=round(similarity, 4),
+        true_positives=result.true_positives, false_positives=result.false_positives, false_negatives=result.false_negatives,
+    )
 
 
 def average_precision(relevant: list[int]) -> float:
@@ -98,16 +128,33 @@ def average_precision(relevant: list[int]) -> float:
     return total / hits if hits else 0.0
 
 
-def score_item(item: EvalItem, judge: Judge, k: int = 5, metrics: tuple[str, ...] = ALL_METRICS) -> list[MetricResult]:
+def _supported_share(metric: str, verdicts: list[Verdict] | Failure, empty_reason: str, evidence_key: str) -> MetricResult:
+    """Share of statements judged supported (or relevant), with every verdict as evidence."""
+    if isinstance(verdicts, Failure):
+        return unmeasured(metric, verdicts.reason)
+    if not verdicts:
+        return unmeasured(metric, empty_reason)
+    supported = sum(v.verdict for v in verdicts)
+    return measured(metric, supported / len(verdicts), **{evidence_key: [v.as_dict() for v in verdicts]})
+
+
+def score_judged(item: EvalItem, judgement: Judgement, embedder: Embedder, k: int, metrics) -> list[MetricResult]:
+    """Every requested metric for one item from its judgement (which must hold what they need)."""
     scorers = {
         "hit_rate": lambda: hit_rate(item, k),
         "mrr": lambda: mrr(item, k),
-        "faithfulness": lambda: faithfulness(item, judge),
-        "answer_relevance": lambda: answer_relevance(item, judge),
-        "context_recall": lambda: context_recall(item, judge),
-        "context_precision": lambda: context_precision(item, judge),
+        "faithfulness": lambda: faithfulness(judgement),
+        "answer_relevance": lambda: answer_relevance(item, judgement, embedder),
+        "context_recall": lambda: context_recall(judgement),
+        "context_precision": lambda: context_precision(judgement),
+        "contextual_relevancy": lambda: contextual_relevancy(judgement),
+        "answer_correctness": lambda: answer_correctness(item, judgement, embedder),
     }
-    unknown = set(metrics) - scorers.keys()
-    if unknown:
-        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}")
     return [scorers[name]() for name in metrics]
+
+
+def score_items(items: list[EvalItem], judge, embedder: Embedder, metrics=ALL_METRICS, k: int = 5):
+    """(results per item, judgements): one batch of judge calls for all items, then the formulas."""
+    needs = needed_judgements(metrics)
+    judgements = judge.judge_many(items, needs) if needs else [Judgement() for _ in items]
+    return [score_judged(item, j, embedder, k, metrics) for item, j in zip(items, judgements)], judgements

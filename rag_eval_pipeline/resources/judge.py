@@ -1,16 +1,64 @@
-"""The judge as a resource. Offline by default; the LLM judge plugs in behind the same interface."""
+"""The judge as a resource: the embedded offline judge by default, or an LLM over an OpenAI-compatible server.
+
+Production points it at vLLM (`response_format="json_schema"`); the llama.cpp server needs
+`json_object_schema`. `judge_from_env()` reads the RAG_EVAL_JUDGE_* variables (see the README).
+"""
 
 from __future__ import annotations
 
+import os
+
 from dagster import ConfigurableResource
+from pydantic import Field
 
 from rag_eval_pipeline.evaluation.judge import Judge, OfflineJudge
+from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
+from rag_eval_pipeline.evaluation.llm_client import LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
 from rag_eval_pipeline.resources.embedder import EmbedderResource
 
 
 class JudgeResource(ConfigurableResource):
     embedder: EmbedderResource
-    coverage_threshold: float = 0.75
+    kind: str = Field(default="offline", description="'offline' (embedded, no server) or 'llm'.")
+    base_url: str = Field(default="", description="OpenAI-compatible endpoint, e.g. http://vllm:8000/v1")
+    model: str = ""
+    api_key: str = "not-needed"
+    mode: str = Field(default="decomposed", description="'decomposed' (3 calls per item) or 'fused' (1 call).")
+    response_format: str = Field(default="json_schema", description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp).")
+    seed: int = 7
+    max_tokens: int = 768
+    timeout_s: float = 120.0
+    concurrency: int = 4
+    cache_path: str = Field(default="", description="On-disk cache of judge calls; empty keeps it in memory.")
 
     def get(self) -> Judge:
-        return OfflineJudge(self.embedder.get(), coverage_threshold=self.coverage_threshold)
+        if self.kind == "offline":
+            return OfflineJudge(self.embedder.get())
+        if self.kind != "llm":
+            raise ValueError(f"judge kind must be 'offline' or 'llm', got {self.kind!r}")
+        settings = LLMSettings(
+            base_url=self.base_url, model=self.model, api_key=self.api_key, seed=self.seed,
+            max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
+            concurrency=self.concurrency,
+        )
+        return LLMJudge(StructuredLLM(settings, JudgeCache(self.cache_path or None)), mode=self.mode)
+
+    def support_checker(self) -> OfflineJudge:
+        """Golden-set verification stays offline until the LLM generator lands."""
+        return OfflineJudge(self.embedder.get())
+
+
+def judge_from_env(embedder: EmbedderResource, default_cache_path: str) -> JudgeResource:
+    env = os.environ.get
+    return JudgeResource(
+        embedder=embedder,
+        kind=env("RAG_EVAL_JUDGE", "offline"),
+        base_url=env("RAG_EVAL_JUDGE_BASE_URL", ""),
+        model=env("RAG_EVAL_JUDGE_MODEL", ""),
+        api_key=env("RAG_EVAL_JUDGE_API_KEY", "not-needed"),
+        mode=env("RAG_EVAL_JUDGE_MODE", "decomposed"),
+        response_format=env("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json_schema"),
+        concurrency=int(env("RAG_EVAL_JUDGE_CONCURRENCY", "4")),
+        cache_path=env("RAG_EVAL_JUDGE_CACHE", default_cache_path),
+    )

@@ -75,7 +75,7 @@ def golden_set(
     document_chunks: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     tenant, version = split_key(context.partition_key)
-    kept, rejected = verify_items(synthetic_qa, set(document_chunks["chunk_id"]), judge.get())
+    kept, rejected = verify_items(synthetic_qa, set(document_chunks["chunk_id"]), judge.support_checker())
     warehouse.store().write(tenant, version, "rejected_qa", rejected)
     kept_rate = round(len(kept) / len(synthetic_qa), 4) if len(synthetic_qa) else 0.0
     return Output(

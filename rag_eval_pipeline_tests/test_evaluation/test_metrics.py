@@ -9,14 +9,10 @@ import pytest
 from rag_eval_pipeline.evaluation.metrics import (
     ALL_METRICS,
     EvalItem,
-    answer_relevance,
     average_precision,
-    context_precision,
-    context_recall,
-    faithfulness,
     hit_rate,
     mrr,
-    score_item,
+    score_items,
 )
 from rag_eval_pipeline.evaluation.results import OK, UNMEASURED, MetricResult, measured, unmeasured
 
@@ -37,6 +33,16 @@ def item(answer: str = LOGS, contexts=CONTEXTS, ground_truth: str = LOGS, gold=(
 
 def ranked(*ids: str) -> list[dict]:
     return [{"id": i, "text": f"text of {i}"} for i in ids]
+
+
+def score_item(example, judge, k=5, metrics=ALL_METRICS):
+    """One item through the engine the metric_scores asset uses: the judge's batch, then the formulas."""
+    results, _ = score_items([example], judge, judge.embedder, metrics, k)
+    return results[0]
+
+
+def judged(metric: str, example, judge):
+    return score_item(example, judge, metrics=(metric,))[0]
 
 
 # --- retrieval: hit rate and MRR -------------------------------------------------------------
@@ -106,7 +112,7 @@ def test_average_precision_on_known_vectors(relevant, expected):
 
 
 def test_faithfulness_is_one_for_an_answer_copied_from_the_context(offline_judge):
-    result = faithfulness(item(answer=f"{LOGS} {SANDBOX}"), offline_judge)
+    result = judged("faithfulness", item(answer=f"{LOGS} {SANDBOX}"), offline_judge)
 
     assert result.status == OK
     assert result.score == 1.0
@@ -122,7 +128,7 @@ def test_faithfulness_is_one_for_an_answer_copied_from_the_context(offline_judge
     ],
 )
 def test_faithfulness_drops_when_the_answer_contradicts_the_context(offline_judge, answer, note):
-    result = faithfulness(item(answer=answer), offline_judge)
+    result = judged("faithfulness", item(answer=answer), offline_judge)
 
     assert result.status == OK
     assert result.score == 0.0
@@ -132,14 +138,14 @@ def test_faithfulness_drops_when_the_answer_contradicts_the_context(offline_judg
 def test_faithfulness_counts_an_unrelated_claim_against_the_answer(offline_judge):
     answer = f"{LOGS} The cafeteria serves vegetarian lasagne every Thursday afternoon."
 
-    result = faithfulness(item(answer=answer), offline_judge)
+    result = judged("faithfulness", item(answer=answer), offline_judge)
 
     assert result.score == pytest.approx(0.5)  # one of two statements is supported
     assert [s["verdict"] for s in result.evidence["statements"]] == [1, 0]
 
 
 def test_faithfulness_without_contexts_is_zero(offline_judge):
-    result = faithfulness(item(contexts=[]), offline_judge)
+    result = judged("faithfulness", item(contexts=[]), offline_judge)
 
     assert result.status == OK
     assert result.score == 0.0
@@ -147,7 +153,7 @@ def test_faithfulness_without_contexts_is_zero(offline_judge):
 
 @pytest.mark.parametrize("answer", ["", "   ", "\n"])
 def test_faithfulness_is_unmeasured_for_an_empty_answer(offline_judge, answer):
-    result = faithfulness(item(answer=answer), offline_judge)
+    result = judged("faithfulness", item(answer=answer), offline_judge)
 
     assert result.status == UNMEASURED
     assert result.score is None
@@ -162,24 +168,24 @@ def test_context_recall_counts_ground_truth_sentences_found_in_the_contexts(offl
     only_logs = item(ground_truth=f"{LOGS} {HOTEL}", contexts=CONTEXTS[:1])
     neither = item(ground_truth=f"{LOGS} {HOTEL}", contexts=[{"id": "x#0", "text": "Forklifts are inspected daily."}])
 
-    assert context_recall(both, offline_judge).score == 1.0
-    assert context_recall(only_logs, offline_judge).score == pytest.approx(0.5)
-    assert context_recall(neither, offline_judge).score == 0.0
+    assert judged("context_recall", both, offline_judge).score == 1.0
+    assert judged("context_recall", only_logs, offline_judge).score == pytest.approx(0.5)
+    assert judged("context_recall", neither, offline_judge).score == 0.0
 
 
 def test_context_precision_rewards_relevant_chunks_ranked_first(offline_judge):
-    relevant_first = context_precision(item(contexts=CONTEXTS), offline_judge)
-    relevant_second = context_precision(item(contexts=list(reversed(CONTEXTS))), offline_judge)
-    none_relevant = context_precision(item(contexts=CONTEXTS[1:]), offline_judge)
+    relevant_first = judged("context_precision", item(contexts=CONTEXTS), offline_judge)
+    relevant_second = judged("context_precision", item(contexts=list(reversed(CONTEXTS))), offline_judge)
+    none_relevant = judged("context_precision", item(contexts=CONTEXTS[1:]), offline_judge)
 
     assert relevant_first.score == 1.0 and relevant_first.evidence["relevance"] == [1, 0]
     assert relevant_second.score == pytest.approx(0.5) and relevant_second.evidence["relevance"] == [0, 1]
     assert none_relevant.score == 0.0
 
 
-@pytest.mark.parametrize("metric", [context_recall, context_precision])
+@pytest.mark.parametrize("metric", ["context_recall", "context_precision"])
 def test_context_metrics_are_unmeasured_without_a_ground_truth(offline_judge, metric):
-    result = metric(item(ground_truth=""), offline_judge)
+    result = judged(metric, item(ground_truth=""), offline_judge)
 
     assert result.status == UNMEASURED and result.score is None and result.reason
 
@@ -189,7 +195,7 @@ def test_context_metrics_are_unmeasured_without_a_ground_truth(offline_judge, me
 
 @pytest.mark.parametrize("answer", ["I don't know.", "I do not know the answer.", "There is not enough information."])
 def test_answer_relevance_is_zero_for_a_noncommittal_answer(offline_judge, answer):
-    result = answer_relevance(item(answer=answer), offline_judge)
+    result = judged("answer_relevance", item(answer=answer), offline_judge)
 
     assert result.status == OK
     assert result.score == 0.0
@@ -197,14 +203,14 @@ def test_answer_relevance_is_zero_for_a_noncommittal_answer(offline_judge, answe
 
 
 def test_answer_relevance_is_zero_for_i_dont_know_with_a_typographic_apostrophe(offline_judge):
-    result = answer_relevance(item(answer="I don\u2019t know."), offline_judge)
+    result = judged("answer_relevance", item(answer="I don\u2019t know."), offline_judge)
 
     assert result.score == 0.0
 
 
 def test_answer_relevance_prefers_an_on_topic_answer(offline_judge):
-    on_topic = answer_relevance(item(answer=LOGS), offline_judge)
-    off_topic = answer_relevance(item(answer="The cafeteria serves vegetarian lasagne every Thursday."), offline_judge)
+    on_topic = judged("answer_relevance", item(answer=LOGS), offline_judge)
+    off_topic = judged("answer_relevance", item(answer="The cafeteria serves vegetarian lasagne every Thursday."), offline_judge)
 
     assert on_topic.status == off_topic.status == OK
     assert 0.0 <= off_topic.score < on_topic.score <= 1.0
@@ -212,7 +218,7 @@ def test_answer_relevance_prefers_an_on_topic_answer(offline_judge):
 
 
 def test_answer_relevance_is_unmeasured_for_an_empty_answer(offline_judge):
-    result = answer_relevance(item(answer="  "), offline_judge)
+    result = judged("answer_relevance", item(answer="  "), offline_judge)
 
     assert result.status == UNMEASURED and result.reason == "empty answer"
 
@@ -279,7 +285,7 @@ def test_score_item_rejects_unknown_metric_names(offline_judge):
 
 @pytest.mark.parametrize("answer", ["I don't know.", "I don\u2019t know.", "The context does not give enough information to answer."])
 def test_a_noncommittal_answer_has_no_statement_to_verify(answer, offline_judge):
-    result = faithfulness(item(answer=answer), offline_judge)
+    result = judged("faithfulness", item(answer=answer), offline_judge)
 
     assert result.status == UNMEASURED
     assert "no statement" in result.reason

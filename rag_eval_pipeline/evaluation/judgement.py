@@ -1,0 +1,95 @@
+"""What a judge says about one item, before any formula is applied.
+
+A judge (offline or LLM) answers a few primitive questions per item; the metrics turn the answers
+into scores by the design's formulas. Each answer is either a value or a `Failure` with the reason,
+so a metric that could not be measured says why instead of scoring 0 or NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# The primitive judgements, and the metrics that need each one.
+ANSWER_STATEMENTS = "answer_statements"  # statements of A, each supported by C or not
+GENERATED_QUESTIONS = "generated_questions"  # questions A answers, and whether A is noncommittal
+GROUND_TRUTH_SUPPORT = "ground_truth_support"  # sentences of G, each supported by C or not
+CHUNK_RELEVANCE = "chunk_relevance"  # each retrieved chunk, relevant to G or not
+CONTEXT_RELEVANCE = "context_relevance"  # statements of C, each relevant to Q or not
+CORRECTNESS = "correctness"  # statements of A and G sorted into TP / FP / FN
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "hit_rate": (),
+    "mrr": (),
+    "faithfulness": (ANSWER_STATEMENTS,),
+    "answer_relevance": (GENERATED_QUESTIONS,),
+    "context_recall": (GROUND_TRUTH_SUPPORT,),
+    "context_precision": (CHUNK_RELEVANCE,),
+    "contextual_relevancy": (CONTEXT_RELEVANCE,),
+    "answer_correctness": (CORRECTNESS,),
+}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A judgement that could not be made, and why (truncated output, invalid JSON, count mismatch...)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    statement: str
+    verdict: int  # 1 supported / relevant, 0 not
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"statement": self.statement, "verdict": self.verdict, **({"note": self.note} if self.note else {})}
+
+
+@dataclass(frozen=True)
+class GeneratedQuestions:
+    questions: list[str]
+    noncommittal: bool
+    method: str = "questions generated from the answer"
+
+
+@dataclass(frozen=True)
+class Correctness:
+    true_positives: list[str]  # statements of A that G supports
+    false_positives: list[str]  # statements of A that G does not support
+    false_negatives: list[str]  # statements of G missing from A
+
+
+Outcome = Union[list[Verdict], GeneratedQuestions, list[int], Correctness, Failure, None]
+
+
+@dataclass
+class Judgement:
+    """Primitive judgements for one item; None where not asked for."""
+
+    answer_statements: list[Verdict] | Failure | None = None
+    generated_questions: GeneratedQuestions | Failure | None = None
+    ground_truth_support: list[Verdict] | Failure | None = None
+    chunk_relevance: list[int] | Failure | None = None
+    context_relevance: list[Verdict] | Failure | None = None
+    correctness: Correctness | Failure | None = None
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)  # per call kind: calls, tokens, cache hits
+
+
+def needed_judgements(metrics) -> set[str]:
+    unknown = set(metrics) - NEEDS.keys()
+    if unknown:
+        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {', '.join(NEEDS)}")
+    return {need for metric in metrics for need in NEEDS[metric]}
+
+
+def total_usage(judgements: list[Judgement]) -> dict[str, dict[str, int]]:
+    """Calls, tokens and cache hits per call kind, summed over items."""
+    totals: dict[str, dict[str, int]] = {}
+    for judgement in judgements:
+        for kind, counts in judgement.usage.items():
+            bucket = totals.setdefault(kind, {})
+            for name, value in counts.items():
+                bucket[name] = bucket.get(name, 0) + value
+    return totals
