@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from rag_eval_pipeline.evaluation.judgement import (
     ANSWER_STATEMENTS,

@@ -29,7 +29,7 @@ from rag_eval_pipeline.text import STOPWORDS, content_words
 SIGNALS = ("numbers", "entities", "novel_words", "coverage", "negation", "relation", "polar")
 
 COVERAGE_THRESHOLD = 0.75  # rarity-weighted share of content words the best context must contain
-_NEGATION_SCOPE = 4  # words after "not" that it governs  # the statement's grounded words must fit in this many consecutive sentences
+_NEGATION_SCOPE = 4  # words after "not" that it governs
 
 ANAPHORS = frozenset("he she it they his her its their this these those".split())
 

@@ -70,7 +70,8 @@ class LocalLlamaServer:
         n_ctx: int = 2048,
         n_threads: int | None = None,
         seed: int = 7,
-        chat_format: str | None = "chatml",
+        chat_format: str | None = None,
+        model_alias: str | None = None,
         startup_timeout_s: float = 120.0,
         stop_grace_s: float = 5.0,
         log_dir: str | os.PathLike | None = None,
@@ -80,6 +81,7 @@ class LocalLlamaServer:
         self.n_threads = n_threads or max(1, min(4, os.cpu_count() or 1))
         self.seed = seed
         self.chat_format = chat_format
+        self.model_alias = model_alias or self.model_path.stem
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self.host = "127.0.0.1"
@@ -97,6 +99,7 @@ class LocalLlamaServer:
         cmd = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(self.model_path),
+            "--model_alias", self.model_alias,
             "--host", self.host,
             "--port", str(self.port),
             "--n_ctx", str(self.n_ctx),
@@ -105,7 +108,7 @@ class LocalLlamaServer:
             "--seed", str(self.seed),
             "--use_mlock", "False",  # default True: pins pages, warns or fails in containers
         ]
-        if self.chat_format:
+        if self.chat_format:  # None: the chat template embedded in the GGUF (ChatML for SmolLM2)
             cmd += ["--chat_format", self.chat_format]
         return cmd
 

@@ -122,9 +122,10 @@ def test_faithfulness_is_one_for_an_answer_copied_from_the_context(offline_judge
 @pytest.mark.parametrize(
     "answer, note",
     [
-        (LOGS.replace("90 days", "30 days"), "numbers not in context"),
+        (LOGS.replace("90 days", "30 days"), "30"),
         (LOGS.replace("are retained", "are not retained"), "negation"),
-        (LOGS.replace("are retained", "are never retained"), "negation"),
+        # "never" is caught as a word the context does not have, before the negation check runs
+        (LOGS.replace("are retained", "are never retained"), "never"),
     ],
 )
 def test_faithfulness_drops_when_the_answer_contradicts_the_context(offline_judge, answer, note):
