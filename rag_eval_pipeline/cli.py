@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
+
+from tqdm import tqdm
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.definitions import build_definitions
+from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.evaluation.judge import OfflineJudge
+from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
+from rag_eval_pipeline.evaluation.llm_client import RESPONSE_FORMATS, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
+from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
+from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
 from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
 from rag_eval_pipeline.warehouse import Warehouse
@@ -42,6 +53,23 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="register the demo tenant and run the whole lineage for it")
     _add_candidate_args(demo)
     demo.set_defaults(handler=_demo)
+
+    evaluate = commands.add_parser("evaluate", help="score a file of (question, contexts, answer, ground truth) rows")
+    evaluate.add_argument("--input", required=True, type=Path, help=".jsonl, .csv or .parquet")
+    evaluate.add_argument("--out", required=True, type=Path, help=".jsonl, .csv or .parquet")
+    evaluate.add_argument("--metrics", default=",".join(ALL_METRICS), help="comma-separated, default: all")
+    evaluate.add_argument("--k", type=int, default=5, help="cut-off for hit rate@k and MRR")
+    evaluate.add_argument("--judge", choices=["offline", "llm"], default="offline")
+    evaluate.add_argument("--base-url", default=os.environ.get("RAG_EVAL_JUDGE_BASE_URL", ""))
+    evaluate.add_argument("--model", default=os.environ.get("RAG_EVAL_JUDGE_MODEL", ""))
+    evaluate.add_argument("--api-key", default=os.environ.get("RAG_EVAL_JUDGE_API_KEY", "not-needed"))
+    evaluate.add_argument("--mode", choices=["decomposed", "fused"], default="decomposed")
+    evaluate.add_argument("--response-format", choices=list(RESPONSE_FORMATS), default="json_schema",
+                          help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server")
+    evaluate.add_argument("--concurrency", type=int, default=4)
+    evaluate.add_argument("--cache", default=str(settings.warehouse_root() / "judge_cache.sqlite"),
+                          help="on-disk cache of judge calls ('' for none)")
+    evaluate.set_defaults(handler=_evaluate)
     return parser
 
 
@@ -101,6 +129,52 @@ def _execute(instance, key, args) -> int:
         return 2
     _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
     return 0
+
+
+def _evaluate(args) -> int:
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    unknown = set(metrics) - set(ALL_METRICS)
+    if unknown:
+        print(f"error: unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}", file=sys.stderr)
+        return 2
+    try:
+        frame = read_table(args.input)
+        judge, embedder = _cli_judge(args)
+        items, bad_rows = to_items(frame)
+        for bad in bad_rows:
+            print(f"row {bad.row_number} (id {bad.row_id}): {bad.reason}; not scored", file=sys.stderr)
+        results = _score_with_progress(items, judge, embedder, metrics, args.k)
+    except (ValueError, FileNotFoundError, JudgeUnavailable) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    output = results_frame(frame, items, results, bad_rows, metrics)
+    write_table(output, args.out)
+    print(summary_table(output, metrics))
+    print(f"{len(items)} rows scored, {len(bad_rows)} invalid; judge {judge.name}; written to {args.out}")
+    return 0
+
+
+def _cli_judge(args):
+    embedder = Embedder(settings.warehouse_root() / "embedding_cache.sqlite")
+    if args.judge == "offline":
+        return OfflineJudge(embedder), embedder
+    llm_settings = LLMSettings(
+        base_url=args.base_url, model=args.model, api_key=args.api_key,
+        response_format=args.response_format, concurrency=args.concurrency,
+    )
+    return LLMJudge(StructuredLLM(llm_settings, JudgeCache(args.cache or None)), mode=args.mode), embedder
+
+
+def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 32):
+    """Scored in batches so a long run shows progress; each batch keeps the judge's concurrency."""
+    results = []
+    with tqdm(total=len(items), unit="row", file=sys.stderr, disable=len(items) < batch_size) as progress:
+        for start in range(0, len(items), batch_size):
+            batch = [item for _, item in items[start : start + batch_size]]
+            batch_results, _ = score_items(batch, judge, embedder, metrics, k)
+            results += batch_results
+            progress.update(len(batch))
+    return results
 
 
 def _root_cause(error) -> str:
