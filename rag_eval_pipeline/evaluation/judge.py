@@ -74,6 +74,9 @@ class OfflineJudge:
         self.embedder = embedder
 
     def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
+        if CONTEXT_RELEVANCE in needs:  # one batched embedding call instead of one per item
+            sentences = [s for item in items for text in item.context_texts for s in self.statements(text)]
+            self.embedder.embed(list(dict.fromkeys([item.question for item in items] + sentences)))
         return [self.judge(item, needs) for item in items]
 
     def judge(self, item: EvalItem, needs: set[str]) -> Judgement:

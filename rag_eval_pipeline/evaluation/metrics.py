@@ -153,8 +153,21 @@ def score_judged(item: EvalItem, judgement: Judgement, embedder: Embedder, k: in
     return [scorers[name]() for name in metrics]
 
 
+def _embed_in_one_batch(items: list[EvalItem], judgements: list[Judgement], embedder: Embedder, metrics) -> None:
+    """Embed every text the formulas will need in one batched call; each item then reads the cache."""
+    texts: list[str] = []
+    if "answer_relevance" in metrics:
+        texts += [item.question for item in items]
+        texts += [q for j in judgements if hasattr(j.generated_questions, "questions") for q in j.generated_questions.questions]
+    if "answer_correctness" in metrics:
+        texts += [t for item in items for t in (item.answer, item.ground_truth)]
+    if texts:
+        embedder.embed(list(dict.fromkeys(texts)))
+
+
 def score_items(items: list[EvalItem], judge, embedder: Embedder, metrics=ALL_METRICS, k: int = 5):
     """(results per item, judgements): one batch of judge calls for all items, then the formulas."""
     needs = needed_judgements(metrics)
     judgements = judge.judge_many(items, needs) if needs else [Judgement() for _ in items]
+    _embed_in_one_batch(items, judgements, embedder, metrics)
     return [score_judged(item, j, embedder, k, metrics) for item, j in zip(items, judgements)], judgements
