@@ -15,7 +15,13 @@ from rag_eval_pipeline.definitions import build_definitions
 from rag_eval_pipeline.embeddings import Embedder
 from rag_eval_pipeline.evaluation.judge import OfflineJudge
 from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import RESPONSE_FORMATS, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_client import (
+    RESPONSE_FORMATS,
+    JudgeMisconfigured,
+    JudgeUnavailable,
+    LLMSettings,
+    StructuredLLM,
+)
 from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
@@ -144,7 +150,7 @@ def _evaluate(args) -> int:
         for bad in bad_rows:
             print(f"row {bad.row_number} (id {bad.row_id}): {bad.reason}; not scored", file=sys.stderr)
         results = _score_with_progress(items, judge, embedder, metrics, args.k)
-    except (ValueError, FileNotFoundError, JudgeUnavailable) as error:
+    except (ValueError, FileNotFoundError, JudgeUnavailable, JudgeMisconfigured) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     output = results_frame(frame, items, results, bad_rows, metrics)

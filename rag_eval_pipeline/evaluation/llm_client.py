@@ -25,6 +25,14 @@ class JudgeUnavailable(RuntimeError):
     """The judge server could not be reached: the run must stop rather than score without it."""
 
 
+class JudgeMisconfigured(RuntimeError):
+    """The server refused the request itself (wrong model, unsupported response_format, prompt too long)."""
+
+
+# Worth retrying: the server is starting, overloaded or restarting. Other errors will not go away.
+_TRANSIENT_STATUS = {502, 503, 504}
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     base_url: str
@@ -56,7 +64,7 @@ class CallResult:
 class StructuredLLM:
     def __init__(self, settings: LLMSettings, cache: JudgeCache | None = None):
         self.settings = settings
-        self.cache = cache or JudgeCache()
+        self.cache = cache if cache is not None else JudgeCache()  # an empty cache is falsy
         self._client: openai.AsyncOpenAI | None = None
 
     def open(self) -> None:
@@ -89,7 +97,11 @@ class StructuredLLM:
                 failure = f"reply truncated at max_tokens={request['max_tokens']}"
                 continue
             try:
-                parsed = schema.model_validate_json(content)
+                # strict=False: llama.cpp's grammar lets raw newlines into JSON strings.
+                parsed = schema.model_validate(json.loads(content, strict=False))
+            except json.JSONDecodeError as error:
+                failure = f"reply is not valid JSON ({error.msg} at character {error.pos})"
+                continue
             except ValidationError as error:
                 failure = f"reply does not match the {kind} schema: {_first_error(error)}"
                 continue
@@ -127,14 +139,27 @@ class StructuredLLM:
         for attempt in range(1, self.settings.connect_attempts + 1):
             try:
                 return await self._client.chat.completions.create(**request)
-            except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError) as error:
+            except openai.APIStatusError as error:
+                if error.status_code not in _TRANSIENT_STATUS:
+                    raise JudgeMisconfigured(
+                        f"judge server at {self.settings.base_url} refused the request (HTTP {error.status_code}): "
+                        f"{_server_message(error)}"
+                        + (" - for a llama.cpp server use response_format 'json_object_schema'"
+                           if "json_object" in _server_message(error) else "")
+                    ) from error
+                if attempt == self.settings.connect_attempts:
+                    raise JudgeUnavailable(
+                        f"judge server at {self.settings.base_url} kept failing (HTTP {error.status_code}) "
+                        f"after {attempt} attempts"
+                    ) from error
+            except (openai.APIConnectionError, openai.APITimeoutError) as error:
                 if attempt == self.settings.connect_attempts:
                     raise JudgeUnavailable(
                         f"judge server at {self.settings.base_url} did not answer after {attempt} attempts: "
                         f"{type(error).__name__}: {error}"
                     ) from error
-                await asyncio.sleep(delay)
-                delay *= 2
+            await asyncio.sleep(delay)
+            delay *= 2
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
@@ -143,11 +168,14 @@ class StructuredLLM:
             self._client = None
 
 
+def _server_message(error: openai.APIStatusError) -> str:
+    body = error.body if isinstance(error.body, dict) else {}
+    message = body.get("message") or (body.get("error") or {}).get("message") if body else None
+    return str(message or error.message)[:300]
+
+
 def _first_error(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(part) for part in first.get("loc", ())) or "reply"
     return f"{where}: {first.get('msg', 'invalid')}"
 
-
-def dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False)

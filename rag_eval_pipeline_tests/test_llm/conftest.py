@@ -9,7 +9,7 @@ from rag_eval_pipeline.llm.local_server import LocalLlamaServer
 
 @pytest.fixture(scope="session")
 def llama_server():
-    server = LocalLlamaServer()
+    server = LocalLlamaServer(n_ctx=4096)
     server.start()
     try:
         yield server

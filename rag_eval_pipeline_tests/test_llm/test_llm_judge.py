@@ -1,0 +1,192 @@
+"""The LLM judge end to end against the real local llama.cpp server, and its failure paths.
+
+SmolLM2-135M's verdicts are near chance: these tests check plumbing (schemas, call counts, cache,
+concurrency, truncation, a dead server), never the scores' accuracy.
+"""
+
+import asyncio
+import json
+
+import pytest
+
+from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
+from rag_eval_pipeline.evaluation.judgement import total_usage
+from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
+from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
+from rag_eval_pipeline.llm.local_server import LocalLlamaServer
+
+from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer
+
+CORE = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
+ITEMS = [
+    EvalItem(
+        "q1", "How long are API logs kept?", "API logs are kept for 90 days.",
+        [{"id": "a#0", "text": "API request logs are kept for 90 days and then deleted."},
+         {"id": "b#0", "text": "The cafeteria opens at 8 am."}],
+        "API request logs are kept for 90 days.", ["a#0"],
+    ),
+    EvalItem(
+        "q2", "Who approves retention exceptions?", "The Security Office approves them.",
+        [{"id": "c#1", "text": "Retention exceptions are approved by the Security and Compliance Office."}],
+        "The Security and Compliance Office approves retention exceptions.", ["c#1"],
+    ),
+    EvalItem(
+        "q3", "What is the hotel cap in Paris?", "I don't know.",
+        [{"id": "d#2", "text": "The hotel cap is EUR 230 per night in London and Paris."}],
+        "The hotel cap in Paris is EUR 230 per night.", ["d#2"],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return Embedder()
+
+
+def judge_for(server_url, model, cache=None, mode="decomposed", **settings):
+    llm_settings = LLMSettings(base_url=server_url, model=model, response_format="json_object_schema", **settings)
+    return LLMJudge(StructuredLLM(llm_settings, cache), mode=mode)
+
+
+def _assert_well_formed(results):
+    for item_results in results:
+        assert [r.metric for r in item_results] == list(CORE)
+        for result in item_results:
+            assert (result.status == "ok" and 0.0 <= result.score <= 1.0) or (
+                result.status == "unmeasured" and result.score is None and result.reason
+            )
+
+
+def test_decomposed_mode_makes_three_calls_per_item_and_the_cache_makes_none(llama_server, embedder, tmp_path):
+    cache = JudgeCache(tmp_path / "judge.sqlite")
+    first, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, cache), embedder, CORE)
+    _assert_well_formed(first)
+    usage = total_usage(judgements)
+    assert set(usage) == {"answer_statements", "generated_questions", "ground_truth"}
+    first_calls = sum(kind["calls"] - kind["retries"] for kind in usage.values())
+    assert first_calls == 3 * len(ITEMS)
+    assert all(kind["prompt_tokens"] > 0 and kind["completion_tokens"] > 0 for kind in usage.values())
+
+    # A re-run (a new judge, the same on-disk cache) calls nothing and scores identically.
+    again, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, JudgeCache(tmp_path / "judge.sqlite")), embedder, CORE)
+    usage = total_usage(judgements)
+    assert sum(kind["calls"] for kind in usage.values()) == 0
+    assert sum(kind["cache_hits"] for kind in usage.values()) == 3 * len(ITEMS)
+    assert [(r.metric, r.score, r.status, r.reason) for rs in again for r in rs] == [
+        (r.metric, r.score, r.status, r.reason) for rs in first for r in rs
+    ]
+
+
+def test_fused_mode_makes_one_call_per_item(llama_server, embedder):
+    results, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE)
+    _assert_well_formed(results)
+    usage = total_usage(judgements)
+    assert set(usage) == {"fused_triad"}
+    assert usage["fused_triad"]["calls"] - usage["fused_triad"]["retries"] == len(ITEMS)
+
+
+def test_concurrency_is_bounded(llama_server, embedder):
+    judge = judge_for(llama_server.base_url, llama_server.model, concurrency=2)
+    in_flight, peak = 0, 0
+    original = judge.llm.call
+
+    async def counting(*args, **kwargs):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    judge.llm.call = counting
+    results, _ = score_items(ITEMS, judge, embedder, CORE)
+    _assert_well_formed(results)
+    assert peak == 2  # several calls were in flight at once, never more than allowed
+
+
+def test_truncated_replies_are_retried_once_then_unmeasured(llama_server, embedder):
+    judge = judge_for(llama_server.base_url, llama_server.model, max_tokens=4)
+    results, judgements = score_items(ITEMS[:1], judge, embedder, ("faithfulness", "context_recall"))
+    for result in results[0]:
+        assert result.status == "unmeasured"
+        assert "truncated at max_tokens=8 (after one retry)" in result.reason
+    assert all(kind["calls"] == 2 and kind["retries"] == 1 for kind in total_usage(judgements).values())
+
+
+def test_json_schema_mode_on_llama_cpp_is_a_clear_configuration_error(llama_server, embedder):
+    settings = LLMSettings(base_url=llama_server.base_url, model=llama_server.model, response_format="json_schema")
+    with pytest.raises(JudgeMisconfigured, match="json_object_schema"):
+        score_items(ITEMS[:1], LLMJudge(StructuredLLM(settings)), embedder, ("faithfulness",))
+
+
+def test_a_killed_server_fails_with_its_url(embedder):
+    with LocalLlamaServer() as server:
+        url, model = server.base_url, server.model
+        server.kill()
+        judge = judge_for(url, model, connect_attempts=2, backoff_s=0.05)
+        with pytest.raises(JudgeUnavailable, match=url.replace(".", r"\.")):
+            score_items(ITEMS[:1], judge, embedder, ("faithfulness",))
+
+
+# --- failure paths the real server cannot produce, driven by the named fake -------------------------
+
+
+def _call(server: FakeOpenAIServer, schema, **settings):
+    from rag_eval_pipeline.evaluation.llm_judge import AnswerStatements
+
+    llm = StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", backoff_s=0.01, **settings))
+
+    async def run():
+        llm.open()
+        try:
+            return await llm.call("answer_statements", [{"role": "user", "content": "x"}], schema or AnswerStatements)
+        finally:
+            await llm.close()
+
+    return asyncio.run(run())
+
+
+GOOD = json.dumps({"statements": [{"statement": "Logs are kept for 90 days.", "verdict": 1}]})
+
+
+def test_invalid_json_is_retried_with_a_reminder_then_accepted():
+    with FakeOpenAIServer([(200, "Sure! Here is the JSON:", "stop"), (200, GOOD, "stop")]) as server:
+        result = _call(server, None)
+    assert result.parsed is not None and result.usage["retries"] == 1
+    assert "follows the schema" in server.requests[1]["messages"][-1]["content"]
+
+
+def test_invalid_twice_is_a_failure_with_the_reason():
+    bad_verdict = json.dumps({"statements": [{"statement": "x", "verdict": 7}]})
+    with FakeOpenAIServer([(200, "{not json", "stop"), (200, bad_verdict, "stop")]) as server:
+        result = _call(server, None)
+    assert result.parsed is None
+    assert "does not match the answer_statements schema" in result.failure and "after one retry" in result.failure
+
+
+def test_a_raw_newline_inside_a_json_string_is_accepted():
+    with FakeOpenAIServer([(200, '{"statements": [{"statement": "two\nlines", "verdict": 0}]}', "stop")]) as server:
+        result = _call(server, None)
+    assert result.parsed.statements[0].statement == "two\nlines"
+
+
+def test_a_503_is_retried_and_a_400_is_not():
+    with FakeOpenAIServer([(503, "loading model", "stop"), (200, GOOD, "stop")]) as server:
+        assert _call(server, None).parsed is not None
+    with FakeOpenAIServer([(400, "maximum context length is 2048 tokens", "stop")]) as server:
+        with pytest.raises(JudgeMisconfigured, match="HTTP 400.*maximum context length"):
+            _call(server, None)
+        assert len(server.requests) == 1
+
+
+def test_a_verdict_count_that_does_not_match_is_unmeasured(embedder):
+    reply = json.dumps({"sentence_verdicts": [1, 0, 1], "chunk_relevance": [1]})
+    with FakeOpenAIServer([(200, reply, "stop")]) as server:
+        judge = LLMJudge(StructuredLLM(LLMSettings(base_url=server.base_url, model="fake")))
+        results, _ = score_items(ITEMS[:1], judge, embedder, ("context_recall", "context_precision"))
+    recall, precision = results[0]
+    assert recall.status == "unmeasured" and recall.reason == "3 verdicts for 1 reference sentences"
+    assert precision.status == "unmeasured" and precision.reason == "1 relevance verdicts for 2 retrieved chunks"
