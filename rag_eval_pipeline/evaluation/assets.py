@@ -14,6 +14,7 @@ from rag_eval_pipeline.evaluation.candidates import (
     run_candidate,
 )
 from rag_eval_pipeline.evaluation.judgement import total_usage
+from rag_eval_pipeline.evaluation.llm_judge import CALL_SERVES
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_items
 from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
 from rag_eval_pipeline.evaluation.results import MetricResult, unmeasured
@@ -113,7 +114,10 @@ def metric_scores(
             judge=active_judge.name,
             unmeasured=int((frame["status"] != "ok").sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
-            judge_usage=total_usage(judgements),
+            judge_usage={
+                kind: {**counts, "serves": ", ".join(CALL_SERVES.get(kind, ()))}
+                for kind, counts in total_usage(judgements).items()
+            },
         ),
     )
 

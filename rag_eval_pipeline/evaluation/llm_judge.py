@@ -34,6 +34,15 @@ from rag_eval_pipeline.evaluation.metrics import EvalItem
 from rag_eval_pipeline.text import split_sentences
 
 PROMPT_VERSION = "llm-judge-v1"
+# Which metrics each kind of call serves, for reporting token usage per metric.
+CALL_SERVES = {
+    ANSWER_STATEMENTS: ("faithfulness", "answer_correctness"),
+    GENERATED_QUESTIONS: ("answer_relevance",),
+    "ground_truth": ("context_recall", "context_precision"),
+    CONTEXT_RELEVANCE: ("contextual_relevancy",),
+    CORRECTNESS: ("answer_correctness",),
+    "fused_triad": ("faithfulness", "answer_relevance", "context_recall", "context_precision"),
+}
 SYSTEM = "You are a strict evaluator of a retrieval-augmented QA system. Answer only with JSON that follows the schema."
 
 

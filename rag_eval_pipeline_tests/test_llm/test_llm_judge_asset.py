@@ -1,0 +1,34 @@
+"""metric_scores with the judge resource pointed at the real local LLM server, through Dagster."""
+
+from dagster import AssetKey, materialize
+
+from rag_eval_pipeline.definitions import ALL_ASSETS
+from rag_eval_pipeline.resources import JudgeResource
+
+
+def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, acme_key, instance, resources):
+    resources = {
+        **resources,
+        "judge": JudgeResource(
+            embedder=resources["embedder"], kind="llm", base_url=llama_server.base_url, model=llama_server.model,
+            response_format="json_object_schema", concurrency=2,
+        ),
+    }
+    result = materialize(
+        ALL_ASSETS, partition_key=acme_key, instance=instance, resources=resources,
+        run_config={"ops": {
+            "synthetic_qa": {"config": {"max_items": 3}},
+            "metric_scores": {"config": {"metrics": ["hit_rate", "faithfulness"]}},
+        }},
+    )
+    assert result.success
+    scores = result.output_for_node("metric_scores")
+    assert set(scores["judge"]) == {f"llm:{llama_server.model}:decomposed"}
+    faithfulness = scores[scores["metric"] == "faithfulness"]
+    assert len(faithfulness) == 3
+    assert ((faithfulness["status"] == "ok") | (faithfulness["reason"] != "")).all()
+
+    metadata = instance.get_latest_materialization_event(AssetKey("metric_scores")).asset_materialization.metadata
+    usage = metadata["judge_usage"].value
+    assert usage["answer_statements"]["calls"] >= 3 and usage["answer_statements"]["prompt_tokens"] > 0
+    assert "faithfulness" in usage["answer_statements"]["serves"]
