@@ -6,13 +6,13 @@ import re
 
 import pandas as pd
 
-from rag_eval_pipeline.evaluation.judge import Judge
+from rag_eval_pipeline.evaluation.judge import OfflineJudge
 
 MIN_QUESTION_WORDS = 3
 MAX_QUESTION_WORDS = 80
 
 
-def verify_items(items: pd.DataFrame, chunk_ids: set[str], judge: Judge) -> tuple[pd.DataFrame, pd.DataFrame]:
+def verify_items(items: pd.DataFrame, chunk_ids: set[str], judge: OfflineJudge) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(golden set, rejected items with a `reason` column)."""
     kept, rejected = [], []
     seen_questions: dict[str, str] = {}
@@ -27,7 +27,7 @@ def verify_items(items: pd.DataFrame, chunk_ids: set[str], judge: Judge) -> tupl
     return pd.DataFrame(kept, columns=columns), pd.DataFrame(rejected, columns=columns + ["reason"])
 
 
-def _rejection_reason(item: dict, chunk_ids: set[str], judge: Judge, seen: dict[str, str]) -> str | None:
+def _rejection_reason(item: dict, chunk_ids: set[str], judge: OfflineJudge, seen: dict[str, str]) -> str | None:
     n_words = len(str(item["question"]).split())
     if not MIN_QUESTION_WORDS <= n_words <= MAX_QUESTION_WORDS:
         return f"question length {n_words} words is outside {MIN_QUESTION_WORDS}-{MAX_QUESTION_WORDS}"
