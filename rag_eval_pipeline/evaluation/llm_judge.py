@@ -55,7 +55,7 @@ class StatementVerdict(_Strict):
     verdict: Literal[0, 1]
 
 
-class AnswerStatements(_Strict):
+class StatementVerdicts(_Strict):
     statements: list[StatementVerdict]
 
 
@@ -67,10 +67,6 @@ class QuestionsFromAnswer(_Strict):
 class GroundTruthVerdicts(_Strict):
     sentence_verdicts: list[Literal[0, 1]]
     chunk_relevance: list[Literal[0, 1]]
-
-
-class ContextStatements(_Strict):
-    statements: list[StatementVerdict]
 
 
 class CorrectnessVerdicts(_Strict):
@@ -148,11 +144,8 @@ class LLMJudge:
             "directly supports it, 0 if not. Ignore the question when judging support.\n\n"
             f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\nANSWER: {item.answer}"
         )
-        result = await call(ANSWER_STATEMENTS, _messages(prompt), AnswerStatements)
-        judgement.answer_statements = (
-            Failure(result.failure) if result.parsed is None
-            else [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
-        )
+        result = await call(ANSWER_STATEMENTS, _messages(prompt), StatementVerdicts)
+        judgement.answer_statements = _verdicts_or_failure(result)
 
     async def _questions(self, item, call, judgement) -> None:
         prompt = (
@@ -188,11 +181,8 @@ class LLMJudge:
             "Split the CONTEXT into short statements. For each, verdict 1 if it is relevant to answering the "
             f"QUESTION, else 0.\n\nQUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}"
         )
-        result = await call(CONTEXT_RELEVANCE, _messages(prompt), ContextStatements)
-        judgement.context_relevance = (
-            Failure(result.failure) if result.parsed is None
-            else [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
-        )
+        result = await call(CONTEXT_RELEVANCE, _messages(prompt), StatementVerdicts)
+        judgement.context_relevance = _verdicts_or_failure(result)
 
     async def _correctness(self, item, truth, call, judgement) -> None:
         statements = judgement.answer_statements
@@ -247,6 +237,12 @@ class LLMJudge:
             _truth_and_chunks(truth_result, truth, item) if truth
             else ([], Failure("no ground-truth answer to judge chunk relevance against"))
         )
+
+
+def _verdicts_or_failure(result: CallResult) -> list[Verdict] | Failure:
+    if result.parsed is None:
+        return Failure(result.failure)
+    return [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
 
 
 def _truth_and_chunks(result: CallResult, truth: list[str], item: EvalItem):

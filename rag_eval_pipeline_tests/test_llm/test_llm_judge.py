@@ -135,14 +135,14 @@ def test_a_killed_server_fails_with_its_url(embedder):
 
 
 def _call(server: FakeOpenAIServer, schema, **settings):
-    from rag_eval_pipeline.evaluation.llm_judge import AnswerStatements
+    from rag_eval_pipeline.evaluation.llm_judge import StatementVerdicts
 
     llm = StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", backoff_s=0.01, **settings))
 
     async def run():
         llm.open()
         try:
-            return await llm.call("answer_statements", [{"role": "user", "content": "x"}], schema or AnswerStatements)
+            return await llm.call("answer_statements", [{"role": "user", "content": "x"}], schema or StatementVerdicts)
         finally:
             await llm.close()
 
