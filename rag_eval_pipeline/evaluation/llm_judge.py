@@ -1,11 +1,12 @@
 """The LLM judge: few, batched, schema-guided calls per item over any OpenAI-compatible server.
 
-Decomposed mode (3 calls for the four core metrics, whatever the number of chunks):
-  answer_statements   statements of A and a support verdict for each, in ONE call
-  generated_questions M questions A answers, and whether A is noncommittal
-  ground_truth        a verdict per sentence of G (context recall) and per chunk (context precision)
-Optional: context_relevance (contextual relevancy), correctness (answer correctness).
-Fused mode: the first three in a single call per item.
+Decomposed mode (2 calls for the four core metrics, whatever the number of chunks):
+  answer        statements of A with a support verdict each (faithfulness), and M questions A
+                answers plus whether A is noncommittal (answer relevance), in ONE call
+  ground_truth  a verdict per sentence of G (context recall) and per chunk (context precision)
+When only one of faithfulness / answer relevance is asked for, its half of `answer` is asked alone
+(answer_statements or generated_questions). Optional: context_relevance (contextual relevancy),
+correctness (answer correctness). Fused mode: both in a single call per item.
 Verdict lists are checked against what was asked: a wrong count makes that judgement a failure.
 """
 
@@ -36,6 +37,7 @@ from rag_eval_pipeline.text import split_sentences
 PROMPT_VERSION = "llm-judge-v1"
 # Which metrics each kind of call serves, for reporting token usage per metric.
 CALL_SERVES = {
+    "answer": ("faithfulness", "answer_relevance", "answer_correctness"),
     ANSWER_STATEMENTS: ("faithfulness", "answer_correctness"),
     GENERATED_QUESTIONS: ("answer_relevance",),
     "ground_truth": ("context_recall", "context_precision"),
@@ -60,6 +62,12 @@ class StatementVerdicts(_Strict):
 
 
 class QuestionsFromAnswer(_Strict):
+    questions: list[str]
+    noncommittal: bool
+
+
+class AnswerJudgement(_Strict):
+    statements: list[StatementVerdict]
     questions: list[str]
     noncommittal: bool
 
@@ -122,9 +130,12 @@ class LLMJudge:
         if self.mode == "fused" and needs & triad:
             tasks.append(self._fused(item, truth, call, judgement))
         else:
-            if ANSWER_STATEMENTS in needs or CORRECTNESS in needs:
+            wants_statements = ANSWER_STATEMENTS in needs or CORRECTNESS in needs
+            if wants_statements and GENERATED_QUESTIONS in needs:
+                tasks.append(self._answer(item, call, judgement))
+            elif wants_statements:
                 tasks.append(self._answer_statements(item, call, judgement))
-            if GENERATED_QUESTIONS in needs:
+            elif GENERATED_QUESTIONS in needs:
                 tasks.append(self._questions(item, call, judgement))
             if needs & {GROUND_TRUTH_SUPPORT, CHUNK_RELEVANCE}:
                 tasks.append(self._ground_truth(item, truth, call, judgement))
@@ -134,6 +145,23 @@ class LLMJudge:
         if CORRECTNESS in needs:  # reuses the answer's statements, so it runs after them
             await self._correctness(item, truth, call, judgement)
         return judgement
+
+    async def _answer(self, item, call, judgement) -> None:
+        prompt = (
+            "statements: split the ANSWER into short, self-contained factual statements; for each, verdict 1 if the "
+            "CONTEXT directly supports it, 0 if not.\n"
+            f"questions: {self.n_questions} different questions the ANSWER answers. noncommittal: true if the answer "
+            "is evasive or says it does not know.\n\n"
+            f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\nANSWER: {item.answer}"
+        )
+        result = await call("answer", _messages(prompt), AnswerJudgement)
+        if result.parsed is None:
+            judgement.answer_statements = judgement.generated_questions = Failure(result.failure)
+            return
+        judgement.answer_statements = _verdicts_or_failure(result) if item.answer.strip() else []
+        judgement.generated_questions = GeneratedQuestions(
+            [q for q in result.parsed.questions if q.strip()], result.parsed.noncommittal
+        )
 
     async def _answer_statements(self, item, call, judgement) -> None:
         if not item.answer.strip():

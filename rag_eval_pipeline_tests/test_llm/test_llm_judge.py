@@ -59,21 +59,21 @@ def _assert_well_formed(results):
             )
 
 
-def test_decomposed_mode_makes_three_calls_per_item_and_the_cache_makes_none(llama_server, embedder, tmp_path):
+def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama_server, embedder, tmp_path):
     cache = JudgeCache(tmp_path / "judge.sqlite")
     first, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, cache), embedder, CORE)
     _assert_well_formed(first)
     usage = total_usage(judgements)
-    assert set(usage) == {"answer_statements", "generated_questions", "ground_truth"}
+    assert set(usage) == {"answer", "ground_truth"}
     first_calls = sum(kind["calls"] - kind["retries"] for kind in usage.values())
-    assert first_calls == 3 * len(ITEMS)
+    assert first_calls == 2 * len(ITEMS)
     assert all(kind["prompt_tokens"] > 0 and kind["completion_tokens"] > 0 for kind in usage.values())
 
     # A re-run (a new judge, the same on-disk cache) calls nothing and scores identically.
     again, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, JudgeCache(tmp_path / "judge.sqlite")), embedder, CORE)
     usage = total_usage(judgements)
     assert sum(kind["calls"] for kind in usage.values()) == 0
-    assert sum(kind["cache_hits"] for kind in usage.values()) == 3 * len(ITEMS)
+    assert sum(kind["cache_hits"] for kind in usage.values()) == 2 * len(ITEMS)
     assert [(r.metric, r.score, r.status, r.reason) for rs in again for r in rs] == [
         (r.metric, r.score, r.status, r.reason) for rs in first for r in rs
     ]
