@@ -34,7 +34,6 @@ from rag_eval_pipeline.evaluation.llm_client import CallResult, StructuredLLM
 from rag_eval_pipeline.evaluation.metrics import EvalItem
 from rag_eval_pipeline.text import split_sentences
 
-PROMPT_VERSION = "llm-judge-v1"
 # Which metrics each kind of call serves, for reporting token usage per metric.
 CALL_SERVES = {
     "answer": ("faithfulness", "answer_relevance", "answer_correctness"),
