@@ -73,7 +73,8 @@ DATA = ROOT.parent / "shared" / "benchmarks" / "halueval_qa_dev.jsonl"
 RESULTS = ROOT / "benchmarks" / "results" / "cost_vs_ragas.json"
 PEER_PYTHON = ROOT / "benchmarks" / ".peer-venv" / "bin" / "python"
 METRICS = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
-# Our judge's call kinds and the metrics each one serves (the ground-truth call serves two).
+# Our judge's call kinds and the benchmarked metrics each serves: a copy of llm_judge.CALL_SERVES,
+# because this file also runs as the ragas worker in the peer venv, where the project is not importable.
 OUR_KINDS = {
     "answer": ("faithfulness", "answer_relevance"),
     "answer_statements": ("faithfulness",),

@@ -2,7 +2,8 @@
 
 The offline judge needs no server: statement support comes from model-free signals (numbers,
 names, negation, relations that must agree with the context; see offline_support.py), answer
-relevance and context relevance are embedding cosines. It is a weak judge and is reported as such; the LLM judge implements the same interface.
+relevance and context relevance are embedding cosines. It is a weak judge and is reported as such;
+the LLM judge implements the same interface.
 """
 
 from __future__ import annotations
@@ -46,15 +47,6 @@ class Support:
     context_index: int | None
     note: str = ""
 
-    def as_dict(self) -> dict:
-        return {
-            "statement": self.statement,
-            "verdict": int(self.supported),
-            "score": round(self.score, 3),
-            "context_index": self.context_index,
-            "note": self.note,
-        }
-
 
 class Judge(Protocol):
     """Answers the primitive judgements (see judgement.py) the requested metrics need."""
@@ -65,7 +57,7 @@ class Judge(Protocol):
 
 
 class OfflineJudge:
-    """Lexical support plus embedding similarity; deterministic, free, and weak (see the README)."""
+    """Model-free support signals plus embedding similarity; deterministic, free, and weak (see the README)."""
 
     name = "offline-support-v2"
     relevance_threshold = 0.4  # cosine(question, context sentence) above which the sentence is on topic

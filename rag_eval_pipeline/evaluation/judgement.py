@@ -84,12 +84,17 @@ def needed_judgements(metrics) -> set[str]:
     return {need for metric in metrics for need in NEEDS[metric]}
 
 
+def add_usage(totals: dict[str, dict[str, int]], kind: str, counts: dict[str, int]) -> None:
+    """Add one call's counts (calls, tokens, cache hits, retries) to the running totals of its kind."""
+    bucket = totals.setdefault(kind, {})
+    for name, value in counts.items():
+        bucket[name] = bucket.get(name, 0) + value
+
+
 def total_usage(judgements: list[Judgement]) -> dict[str, dict[str, int]]:
     """Calls, tokens and cache hits per call kind, summed over items."""
     totals: dict[str, dict[str, int]] = {}
     for judgement in judgements:
         for kind, counts in judgement.usage.items():
-            bucket = totals.setdefault(kind, {})
-            for name, value in counts.items():
-                bucket[name] = bucket.get(name, 0) + value
+            add_usage(totals, kind, counts)
     return totals

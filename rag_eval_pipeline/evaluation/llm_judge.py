@@ -29,6 +29,7 @@ from rag_eval_pipeline.evaluation.judgement import (
     GeneratedQuestions,
     Judgement,
     Verdict,
+    add_usage,
 )
 from rag_eval_pipeline.evaluation.llm_client import CallResult, StructuredLLM
 from rag_eval_pipeline.evaluation.metrics import EvalItem
@@ -119,9 +120,7 @@ class LLMJudge:
         async def call(kind, messages, schema) -> CallResult:
             async with limit:
                 result = await self.llm.call(kind, messages, schema)
-            bucket = judgement.usage.setdefault(kind, {})
-            for name, value in result.usage.items():
-                bucket[name] = bucket.get(name, 0) + value
+            add_usage(judgement.usage, kind, result.usage)
             return result
 
         triad = {ANSWER_STATEMENTS, GENERATED_QUESTIONS, GROUND_TRUTH_SUPPORT, CHUNK_RELEVANCE}
