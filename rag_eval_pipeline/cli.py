@@ -14,15 +14,8 @@ from rag_eval_pipeline import settings
 from rag_eval_pipeline.definitions import build_definitions
 from rag_eval_pipeline.embeddings import Embedder
 from rag_eval_pipeline.evaluation.judge import OfflineJudge
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import (
-    RESPONSE_FORMATS,
-    JudgeMisconfigured,
-    JudgeUnavailable,
-    LLMSettings,
-    StructuredLLM,
-)
-from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
+from rag_eval_pipeline.evaluation.llm_client import RESPONSE_FORMATS, JudgeMisconfigured, JudgeUnavailable, LLMSettings
+from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
 from rag_eval_pipeline.instance import local_instance
@@ -168,7 +161,7 @@ def _cli_judge(args):
         base_url=args.base_url, model=args.model, api_key=args.api_key,
         response_format=args.response_format, concurrency=args.concurrency,
     )
-    return LLMJudge(StructuredLLM(llm_settings, JudgeCache(args.cache or None)), mode=args.mode), embedder
+    return build_llm_judge(llm_settings, args.mode, args.cache), embedder
 
 
 def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 32):

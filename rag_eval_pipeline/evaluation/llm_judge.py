@@ -31,7 +31,8 @@ from rag_eval_pipeline.evaluation.judgement import (
     Verdict,
     add_usage,
 )
-from rag_eval_pipeline.evaluation.llm_client import CallResult, StructuredLLM
+from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
+from rag_eval_pipeline.evaluation.llm_client import CallResult, LLMSettings, StructuredLLM
 from rag_eval_pipeline.evaluation.metrics import EvalItem
 from rag_eval_pipeline.text import split_sentences
 
@@ -263,6 +264,11 @@ class LLMJudge:
             _truth_and_chunks(truth_result, truth, item) if truth
             else ([], Failure("no ground-truth answer to judge chunk relevance against"))
         )
+
+
+def build_llm_judge(settings: LLMSettings, mode: str = "decomposed", cache_path: str | None = None) -> LLMJudge:
+    """The LLM judge with its on-disk call cache (in memory when no path is given)."""
+    return LLMJudge(StructuredLLM(settings, JudgeCache(cache_path or None)), mode=mode)
 
 
 def _verdicts_or_failure(result: CallResult) -> list[Verdict] | Failure:

@@ -12,9 +12,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from rag_eval_pipeline.evaluation.judge import Judge, OfflineJudge
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import LLMSettings, StructuredLLM
-from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
+from rag_eval_pipeline.evaluation.llm_client import LLMSettings
+from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
 from rag_eval_pipeline.resources.embedder import EmbedderResource
 
 
@@ -42,7 +41,7 @@ class JudgeResource(ConfigurableResource):
             max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
             concurrency=self.concurrency,
         )
-        return LLMJudge(StructuredLLM(settings, JudgeCache(self.cache_path or None)), mode=self.mode)
+        return build_llm_judge(settings, self.mode, self.cache_path)
 
     def support_checker(self) -> OfflineJudge:
         """Golden-set verification stays offline until the LLM generator lands."""
