@@ -23,7 +23,7 @@ ALL_ASSETS = load_assets_from_modules([ingest_assets, synthesis_assets, evaluati
 
 
 def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
-    """Everything on local disk: tenant folders, Parquet tables, the embedding cache, the offline judge."""
+    """Everything on local disk: tenant folders, Parquet tables, the embedding and judge caches; the judge from env."""
     embedder = EmbedderResource(cache_path=str(Path(warehouse_root) / "embedding_cache.sqlite"))
     return {
         "io_manager": WarehouseIOManager(root=str(warehouse_root)),

@@ -23,7 +23,7 @@ class JudgeResource(ConfigurableResource):
     base_url: str = Field(default="", description="OpenAI-compatible endpoint, e.g. http://vllm:8000/v1")
     model: str = ""
     api_key: str = "not-needed"
-    mode: str = Field(default="decomposed", description="'decomposed' (3 calls per item) or 'fused' (1 call).")
+    mode: str = Field(default="decomposed", description="'decomposed' (2 calls per item for the core metrics) or 'fused' (1 call).")
     response_format: str = Field(default="json_schema", description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp).")
     seed: int = 7
     max_tokens: int = 768
