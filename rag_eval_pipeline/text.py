@@ -9,6 +9,11 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NONCOMMITTAL = re.compile(
+    r"\b(i (do not|don't) know|cannot (be )?answer|can't answer|not (\w+ ){0,2}enough information|no information"
+    r"|unable to (answer|find|determine)|not (mentioned|stated|specified) in the)\b",
+    re.I,
+)
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from into onto over under as is are was
@@ -52,3 +57,8 @@ def _stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word[-len(suffix) - 1].isdigit():
             return word[: -len(suffix)] + replacement
     return word
+
+
+def is_noncommittal(text: str) -> bool:
+    """'I don't know', 'not enough information': a refusal to answer, not a claim."""
+    return bool(_NONCOMMITTAL.search(text.replace("\u2019", "'")))  # models often write a typographic apostrophe

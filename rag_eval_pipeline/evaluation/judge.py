@@ -8,7 +8,6 @@ the LLM judge implements the same interface.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,14 +27,7 @@ from rag_eval_pipeline.evaluation.judgement import (
 )
 from rag_eval_pipeline.evaluation.metrics import EvalItem
 from rag_eval_pipeline.evaluation.offline_support import assess_support
-from rag_eval_pipeline.text import content_words, split_sentences
-
-_NONCOMMITTAL = re.compile(
-    r"\b(i (do not|don't) know|cannot (be )?answer|can't answer|not (\w+ ){0,2}enough information|no information"
-    r"|unable to (answer|find|determine)|not (mentioned|stated|specified) in the)\b",
-    re.I,
-)
-
+from rag_eval_pipeline.text import content_words, is_noncommittal, split_sentences
 
 @dataclass(frozen=True)
 class Support:
@@ -80,7 +72,7 @@ class OfflineJudge:
         if GENERATED_QUESTIONS in needs:
             # No generator offline: the answer itself stands in for the questions it answers.
             judgement.generated_questions = GeneratedQuestions(
-                [item.answer], _is_noncommittal(item.answer), "offline: cosine(question, answer), no question generation"
+                [item.answer], is_noncommittal(item.answer), "offline: cosine(question, answer), no question generation"
             )
         if GROUND_TRUTH_SUPPORT in needs:
             judgement.ground_truth_support = self._verdicts(truth_sentences, item.context_texts, item.question)
@@ -115,7 +107,7 @@ class OfflineJudge:
 
     def statements(self, text: str) -> list[str]:
         """Sentences that assert something: 'I don't know.' is not a claim to verify."""
-        return [s for s in split_sentences(text) if content_words(s) and not _is_noncommittal(s)]
+        return [s for s in split_sentences(text) if content_words(s) and not is_noncommittal(s)]
 
     def verify(self, statements: list[str], contexts: list[str], question: str = "") -> list[Support]:
         """One verdict per statement from the model-free support signals (see offline_support.py)."""
@@ -124,7 +116,3 @@ class OfflineJudge:
             found = assess_support(statement, contexts, question)
             verdicts.append(Support(statement, found.supported, found.score, found.context_index, found.note))
         return verdicts
-
-
-def _is_noncommittal(text: str) -> bool:
-    return bool(_NONCOMMITTAL.search(text.replace("\u2019", "'")))  # models often write a typographic apostrophe

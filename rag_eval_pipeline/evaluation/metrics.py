@@ -7,6 +7,7 @@ Formulas (seed 000 section 3, seed 003 for retrieval, seed 004 for contextual re
   context_precision     CP = sum_k P@k * I(k) / sum_k I(k), I(k) = chunk k relevant to G; 0 if none is
   contextual_relevancy  CRel = statements of C relevant to Q / statements of C
   answer_correctness    AC = 0.75 * F1(TP, FP, FN of A's statements against G) + 0.25 * cos(e_A, e_G)
+                        (an item whose G is a refusal, e.g. an unanswerable question: 1 if A declines, else 0)
   hit_rate@k, mrr       from the gold chunk ids, no judge
 Cosines are clipped at 0 so every score lies in [0, 1].
 """
@@ -20,6 +21,7 @@ import numpy as np
 from rag_eval_pipeline.embeddings import Embedder
 from rag_eval_pipeline.evaluation.judgement import Failure, Judgement, Verdict, needed_judgements
 from rag_eval_pipeline.evaluation.results import MetricResult, measured, unmeasured
+from rag_eval_pipeline.text import is_noncommittal
 
 RETRIEVAL_METRICS = ("hit_rate", "mrr")
 JUDGED_METRICS = (
@@ -104,6 +106,9 @@ def answer_correctness(item: EvalItem, judgement: Judgement, embedder: Embedder)
         return unmeasured("answer_correctness", result.reason)
     if not item.ground_truth.strip():
         return unmeasured("answer_correctness", "no ground-truth answer to compare with")
+    if is_noncommittal(item.ground_truth):
+        # An unanswerable question: declining is the correct answer, anything else is not.
+        return measured("answer_correctness", float(is_noncommittal(item.answer)), expected="a refusal")
     tp, fp, fn = len(result.true_positives), len(result.false_positives), len(result.false_negatives)
     if tp + fp + fn == 0:
         return unmeasured("answer_correctness", "neither the answer nor the ground truth makes a statement")

@@ -23,6 +23,10 @@ class ReferenceCandidate:
     def retrieve(self, question: str) -> list[int]:
         return self._top_k(self.embedder.embed([question])[0])
 
+    def retrieve_many(self, questions: list[str]) -> list[list[int]]:
+        """Top-k chunk indexes per question, the questions embedded in one batch."""
+        return [self._top_k(vector) for vector in self.embedder.embed(list(questions))] if questions else []
+
     def __call__(self, question: str) -> dict:
         query = self.embedder.embed([question])[0]
         contexts = [{"id": self.chunk_ids[i], "text": self.chunk_texts[i]} for i in self._top_k(query)]

@@ -36,16 +36,20 @@ class JudgeResource(ConfigurableResource):
             return OfflineJudge(self.embedder.get())
         if self.kind != "llm":
             raise ValueError(f"judge kind must be 'offline' or 'llm', got {self.kind!r}")
-        settings = LLMSettings(
+        return build_llm_judge(self.llm_settings(), self.mode, self.cache_path)
+
+    def llm_settings(self) -> LLMSettings:
+        """The server settings, shared by the LLM judge and the LLM question generator."""
+        if not self.base_url or not self.model:
+            raise ValueError(
+                "an LLM judge or generator needs a server: set RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL "
+                "(or the judge resource's base_url and model)"
+            )
+        return LLMSettings(
             base_url=self.base_url, model=self.model, api_key=self.api_key, seed=self.seed,
             max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
             concurrency=self.concurrency,
         )
-        return build_llm_judge(settings, self.mode, self.cache_path)
-
-    def support_checker(self) -> OfflineJudge:
-        """Golden-set verification stays offline until the LLM generator lands."""
-        return OfflineJudge(self.embedder.get())
 
 
 def judge_from_env(embedder: EmbedderResource, default_cache_path: str) -> JudgeResource:

@@ -1,34 +1,40 @@
-"""Synthesis assets: clusters of chunks, synthetic QA, and the verified golden set."""
+"""Synthesis assets: test nodes among the clustered chunks, synthetic QA, and the verified golden set."""
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, Output
+from pydantic import Field
 
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
-from rag_eval_pipeline.synthesis.clustering import cluster_chunks
-from rag_eval_pipeline.synthesis.generation import generate_offline, items_frame
-from rag_eval_pipeline.synthesis.verification import verify_items
+from rag_eval_pipeline.synthesis import pipeline
+from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
+from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
+from rag_eval_pipeline.synthesis.verification import VerificationSettings
+from rag_eval_pipeline.synthesis.versions import publish
 
 
 @lineage_asset(
     "synthesis",
-    "Chunks grouped by meaning: all-MiniLM-L6-v2 embeddings (cached by content hash) clustered "
-    "with HDBSCAN; cluster -1 holds the outliers.",
+    "Chunks grouped by meaning (all-MiniLM-L6-v2 embeddings cached by content hash, HDBSCAN scaled to "
+    "the corpus; cluster -1 holds the outliers), each cluster labelled with its top terms, and each "
+    "chunk's information score and test-node rank (the order questions are written from).",
 )
 def chunk_clusters(embedder: EmbedderResource, document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
     model = embedder.get()
     hits_before, misses_before = model.cache_hits, model.cache_misses
-    vectors = model.embed(document_chunks["text"].tolist())
-    frame = cluster_chunks(document_chunks["chunk_id"].tolist(), vectors)
-    sizes = frame[~frame["is_outlier"]].groupby("cluster_id").size()
+    frame = pipeline.test_nodes(document_chunks, model)
+    labels = frame.groupby("cluster_id").agg(label=("cluster_label", "first"), chunks=("chunk_id", "size")).reset_index()
+    nodes = frame[frame["test_node_rank"] > 0]
     return Output(
         frame,
         metadata=table_metadata(
             frame,
-            ["chunk_id", "cluster_id", "membership"],
-            clusters=int(len(sizes)),
+            ["chunk_id", "cluster_id", "cluster_label", "test_node_rank"],
+            clusters=int((labels["cluster_id"] >= 0).sum()),
             outliers=int(frame["is_outlier"].sum()),
+            test_nodes=len(nodes),
+            cluster_labels=labels.to_markdown(index=False) if len(labels) else "none",
             embedding_cache_hits=model.cache_hits - hits_before,
             embedding_cache_misses=model.cache_misses - misses_before,
         ),
@@ -36,55 +42,106 @@ def chunk_clusters(embedder: EmbedderResource, document_chunks: pd.DataFrame) ->
 
 
 class SynthesisSettings(Config):
-    max_items: int = 40
-
-
-@lineage_asset(
-    "synthesis",
-    "Candidate QA items from the offline template generator: question, ground-truth answer, "
-    "gold chunk ids, question type and source cluster. Not yet verified.",
-)
-def synthetic_qa(
-    config: SynthesisSettings,
-    raw_documents: pd.DataFrame,
-    document_chunks: pd.DataFrame,
-    chunk_clusters: pd.DataFrame,
-) -> Output[pd.DataFrame]:
-    titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
-    frame = items_frame(generate_offline(document_chunks, chunk_clusters, titles, config.max_items))
-    return Output(
-        frame,
-        metadata=table_metadata(
-            frame,
-            ["qa_id", "question_type", "question", "ground_truth"],
-            by_template=frame["template"].value_counts().to_dict() if len(frame) else {},
-        ),
+    n_items: int = Field(default=40, description="Items to generate before verification.")
+    type_mix: dict[str, float] = Field(
+        default=DEFAULT_MIX, description="Share of each question type: simple, reasoning, multi_context, unanswerable."
+    )
+    generator: str = Field(
+        default="offline",
+        description="'offline' (embedded templates: simple, multi_context, unanswerable) or 'llm' (all four "
+        "types, through the judge resource's OpenAI-compatible server).",
     )
 
 
 @lineage_asset(
     "synthesis",
-    "The verified golden set: synthetic items whose ground truth is supported by their gold chunks, "
-    "well formed and distinct. Dropped items go to the rejected_qa table with their reason.",
+    "Candidate QA items of four types (simple, reasoning, multi_context, unanswerable), written from "
+    "the test nodes: question, ground-truth answer, gold chunk ids and texts, type, source cluster, "
+    "generator and prompt version. Not yet verified; tasks the generator failed on are kept with their reason.",
+)
+def synthetic_qa(
+    context: AssetExecutionContext,
+    config: SynthesisSettings,
+    judge: JudgeResource,
+    warehouse: WarehouseResource,
+    raw_documents: pd.DataFrame,
+    document_chunks: pd.DataFrame,
+    chunk_clusters: pd.DataFrame,
+) -> Output[pd.DataFrame]:
+    tenant, version = split_key(context.partition_key)
+    titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
+    generator = build_generator(config.generator, document_chunks, judge)
+    items, failures, plan = pipeline.synthesize(document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix)
+    store = warehouse.store()
+    store.write(tenant, version, "generation_failures", failures)
+    store.write(tenant, version, "synthesis_plan", plan)
+    return Output(
+        items,
+        metadata=table_metadata(
+            items,
+            ["qa_id", "question_type", "question", "ground_truth"],
+            generator=generator.name,
+            generation_failures=len(failures),
+            plan=plan.to_markdown(index=False),
+        ),
+    )
+
+
+def build_generator(kind: str, chunks: pd.DataFrame, judge: JudgeResource):
+    if kind == "offline":
+        return OfflineGenerator(chunks["text"].tolist())
+    if kind == "llm":
+        from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
+
+        return build_llm_generator(judge.llm_settings(), judge.cache_path or None)
+    raise ValueError(f"generator must be 'offline' or 'llm', got {kind!r}")
+
+
+class VerificationConfig(Config):
+    round_trip_k: int = Field(default=5, description="Top k of the round-trip retrieval check.")
+    drop_on_retrieval_miss: bool = Field(default=False, description="Drop items whose gold chunk the reference retriever misses.")
+    near_duplicate_cosine: float = Field(default=0.95, description="Questions at least this similar to a kept one are dropped.")
+
+
+@lineage_asset(
+    "synthesis",
+    "The verified golden set, published once per (tenant, dataset_version) and immutable after: items "
+    "whose ground truth the judge finds supported by their gold chunks, well formed, not leaking their "
+    "answer, not near-duplicates; each with its round-trip retrieval rank. Dropped items and failed "
+    "generation tasks go to the rejected_qa table with their stage and reason.",
 )
 def golden_set(
     context: AssetExecutionContext,
+    config: VerificationConfig,
     judge: JudgeResource,
+    embedder: EmbedderResource,
     warehouse: WarehouseResource,
     synthetic_qa: pd.DataFrame,
     document_chunks: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     tenant, version = split_key(context.partition_key)
-    kept, rejected = verify_items(synthetic_qa, set(document_chunks["chunk_id"]), judge.support_checker())
-    warehouse.store().write(tenant, version, "rejected_qa", rejected)
-    kept_rate = round(len(kept) / len(synthetic_qa), 4) if len(synthetic_qa) else 0.0
-    return Output(
-        kept,
-        metadata=table_metadata(
-            kept,
-            ["qa_id", "question", "gold_chunk_ids"],
-            rejected_count=len(rejected),
-            kept_rate=kept_rate,
-            rejected=rejected[["qa_id", "reason"]].to_markdown(index=False) if len(rejected) else "none",
-        ),
+    store = warehouse.store()
+    settings = VerificationSettings(config.round_trip_k, config.drop_on_retrieval_miss, config.near_duplicate_cosine)
+    golden, rejected, plan = pipeline.verify(
+        synthetic_qa, store.read(tenant, version, "generation_failures"), store.read(tenant, version, "synthesis_plan"),
+        document_chunks, judge.get(), embedder.get(), settings,
     )
+    manifest = publish(store, tenant, version, golden)
+    store.write(tenant, version, "rejected_qa", rejected)
+    store.write(tenant, version, "synthesis_plan", plan)
+    return Output(golden, metadata=table_metadata(golden, ["qa_id", "question_type", "question"], **_golden_metadata(
+        golden, synthetic_qa, rejected, plan, config.round_trip_k, manifest.content_hash)))
+
+
+def _golden_metadata(golden, synthetic_qa, rejected, plan, k: int, content_hash: str) -> dict:
+    answerable = golden[golden["round_trip_rank"] >= 0]
+    by_stage = rejected.groupby("stage").size().to_dict() if len(rejected) else {}
+    return {
+        "kept_rate": round(len(golden) / len(synthetic_qa), 4) if len(synthetic_qa) else 0.0,
+        "rejected_count": len(rejected),
+        "rejected_by_stage": {str(s): int(n) for s, n in by_stage.items()},
+        f"gold_in_top_{k}_share": round(float((answerable["round_trip_rank"] > 0).mean()), 4) if len(answerable) else 0.0,
+        "type_mix": plan.to_markdown(index=False),
+        "content_hash": content_hash,
+        "rejected": rejected[["qa_id", "stage", "reason"]].head(50).to_markdown(index=False) if len(rejected) else "none",
+    }

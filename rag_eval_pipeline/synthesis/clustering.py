@@ -7,6 +7,7 @@ import math
 import hdbscan
 import numpy as np
 import pandas as pd
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 OUTLIER = -1
 
@@ -36,3 +37,37 @@ def cluster_chunks(chunk_ids: list[str], vectors: np.ndarray) -> pd.DataFrame:
             "membership": np.round(strengths.astype(float), 4),
         }
     )
+
+
+def cluster_labels(texts: list[str], cluster_ids: list[int], n_terms: int = 3) -> dict[int, str]:
+    """Each cluster's top terms by class-based TF-IDF: frequent in the cluster, rare in the others."""
+    groups: dict[int, list[str]] = {}
+    for text, cluster in zip(texts, cluster_ids):
+        groups.setdefault(int(cluster), []).append(text)
+    if not groups:
+        return {}
+    documents = [" ".join(group) for group in groups.values()]
+    try:
+        vectorizer = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True,
+                                     token_pattern=r"(?u)\b[^\W\d_][\w'-]{2,}\b")
+        weights = vectorizer.fit_transform(documents).toarray()
+    except ValueError:  # nothing but stop words and numbers
+        return {cluster: "" for cluster in groups}
+    terms = vectorizer.get_feature_names_out()
+    labels = {}
+    for cluster, row in zip(groups, weights):
+        top = [terms[i] for i in np.argsort(-row, kind="stable") if row[i] > 0]
+        labels[cluster] = ", ".join(_without_overlaps(top, n_terms))
+    return labels
+
+
+def _without_overlaps(terms: list[str], n: int) -> list[str]:
+    """'freight' and 'freight claims' say the same thing twice: keep the first of overlapping terms."""
+    chosen: list[str] = []
+    for term in terms:
+        words = set(term.split())
+        if not any(words & set(other.split()) for other in chosen):
+            chosen.append(term)
+        if len(chosen) == n:
+            break
+    return chosen

@@ -1,52 +1,202 @@
-"""Verification of synthetic QA: keep grounded, well-formed, distinct items; record why others go."""
+"""Verification of synthetic QA: keep grounded, well-formed, distinct items; record why the others go.
+
+Checks run cheapest first; every item gets at most one rejection, with its stage and reason:
+  form        question and answer lengths, a refusal for unanswerable items
+  gold_ids    answerable items name gold chunks, and they exist
+  leak        the question already states its whole answer
+  grounding   every ground-truth statement is supported by the gold chunks (the configured judge);
+              a multi-context answer uses every one of its chunks
+  answerable  an "unanswerable" question that a retrieved chunk answers word for word
+  duplicate   a question too close (embedding cosine) to one already kept
+  retrieval   the reference retriever misses every gold chunk in its top k (only when configured)
+Every kept item records its round-trip rank: where the reference retriever puts its first gold chunk.
+"""
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from rag_eval_pipeline.evaluation.judge import OfflineJudge
+from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.evaluation.judge import Judge
+from rag_eval_pipeline.evaluation.judgement import GROUND_TRUTH_SUPPORT, Failure
+from rag_eval_pipeline.evaluation.metrics import EvalItem
+from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
+from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, MULTI_CONTEXT, REFUSAL, REJECTED_COLUMNS, UNANSWERABLE, normalise
+from rag_eval_pipeline.text import content_words, numbers
 
-MIN_QUESTION_WORDS = 3
-MAX_QUESTION_WORDS = 80
+
+@dataclass(frozen=True)
+class VerificationSettings:
+    round_trip_k: int = 5
+    drop_on_retrieval_miss: bool = False
+    near_duplicate_cosine: float = 0.95
+    min_question_words: int = 3
+    max_question_words: int = 80
+    max_answer_words: int = 150
 
 
-def verify_items(items: pd.DataFrame, chunk_ids: set[str], judge: OfflineJudge) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(golden set, rejected items with a `reason` column)."""
-    kept, rejected = [], []
-    seen_questions: dict[str, str] = {}
-    for item in items.to_dict("records"):
-        reason = _rejection_reason(item, chunk_ids, judge, seen_questions)
-        if reason:
-            rejected.append({**item, "reason": reason})
+@dataclass
+class _Rejection:
+    stage: str
+    reason: str
+
+
+def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedder: Embedder,
+                 settings: VerificationSettings = VerificationSettings()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(golden set with GOLDEN_COLUMNS, rejected items with REJECTED_COLUMNS)."""
+    records, repeats = _without_repeats(items.to_dict("records"))
+    verdicts: dict[str, _Rejection] = {}
+    chunk_ids = set(chunks["chunk_id"])
+    for item in records:
+        rejection = _form(item, settings) or _gold_ids(item, chunk_ids) or _leak(item)
+        if rejection:
+            verdicts[item["qa_id"]] = rejection
+    _grounding(_pending(records, verdicts, answerable=True), judge, verdicts)
+    retriever = ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder, settings.round_trip_k)
+    _answerable(_pending(records, verdicts, answerable=False), retriever, verdicts)
+    _near_duplicates(_pending(records, verdicts), embedder, settings.near_duplicate_cosine, verdicts)
+    ranks = _round_trip_ranks(_pending(records, verdicts), retriever)
+    if settings.drop_on_retrieval_miss:
+        for qa_id in [q for q, rank in ranks.items() if rank == 0]:
+            verdicts[qa_id] = _Rejection("retrieval", f"no gold chunk in the reference retriever's top {settings.round_trip_k}")
+    golden, rejected = _split(records, verdicts, ranks)
+    return golden, pd.concat([rejected, pd.DataFrame(repeats, columns=REJECTED_COLUMNS)], ignore_index=True) if repeats else rejected
+
+
+def _without_repeats(records: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The same qa_id twice is the same content written from two tasks: keep the first."""
+    seen, unique, repeats = set(), [], []
+    for record in records:
+        if record["qa_id"] in seen:
+            repeats.append({**record, "stage": "duplicate", "reason": f"same question and gold chunks as {record['qa_id']}"})
         else:
-            seen_questions[_normalise(item["question"])] = item["qa_id"]
-            kept.append(item)
-    columns = list(items.columns)
-    return pd.DataFrame(kept, columns=columns), pd.DataFrame(rejected, columns=columns + ["reason"])
+            seen.add(record["qa_id"])
+            unique.append(record)
+    return unique, repeats
 
 
-def _rejection_reason(item: dict, chunk_ids: set[str], judge: OfflineJudge, seen: dict[str, str]) -> str | None:
-    n_words = len(str(item["question"]).split())
-    if not MIN_QUESTION_WORDS <= n_words <= MAX_QUESTION_WORDS:
-        return f"question length {n_words} words is outside {MIN_QUESTION_WORDS}-{MAX_QUESTION_WORDS}"
-    unknown = [c for c in item["gold_chunk_ids"] if c not in chunk_ids]
-    if not len(item["gold_chunk_ids"]) or unknown:
-        return f"gold chunk ids not among the chunks: {unknown or 'none given'}"
-    duplicate_of = seen.get(_normalise(item["question"]))
-    if duplicate_of:
-        return f"duplicate question of {duplicate_of}"
-    statements = judge.statements(item["ground_truth"])
-    if not statements:
-        return "ground truth makes no checkable statement"
-    if _normalise(item["ground_truth"]) in _normalise(item["question"]):
-        return "question contains its own answer"
-    unsupported = [v.statement for v in judge.verify(statements, list(item["gold_contexts"])) if not v.supported]
-    if unsupported:
-        return f"ground truth not supported by its gold chunks: {unsupported[0][:120]}"
+def _pending(records: list[dict], verdicts: dict, answerable: bool | None = None) -> list[dict]:
+    """Items not rejected yet; answerable=True/False selects by type."""
+    return [
+        r for r in records
+        if r["qa_id"] not in verdicts and (answerable is None or (r["question_type"] != UNANSWERABLE) == answerable)
+    ]
+
+
+def _form(item: dict, settings: VerificationSettings) -> _Rejection | None:
+    n_question = len(str(item["question"]).split())
+    if not settings.min_question_words <= n_question <= settings.max_question_words:
+        return _Rejection("form", f"question has {n_question} words, outside {settings.min_question_words}-{settings.max_question_words}")
+    n_answer = len(str(item["ground_truth"]).split())
+    if not 1 <= n_answer <= settings.max_answer_words:
+        return _Rejection("form", f"ground truth has {n_answer} words, outside 1-{settings.max_answer_words}")
+    if item["question_type"] == UNANSWERABLE and item["ground_truth"] != REFUSAL:
+        return _Rejection("form", "an unanswerable item must expect the refusal as its answer")
     return None
 
 
-def _normalise(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", " ", str(text).lower()).strip()
+def _gold_ids(item: dict, chunk_ids: set[str]) -> _Rejection | None:
+    gold = list(item["gold_chunk_ids"])
+    if item["question_type"] == UNANSWERABLE:
+        return _Rejection("gold_ids", "an unanswerable item cannot have gold chunks") if gold else None
+    unknown = [c for c in gold if c not in chunk_ids]
+    if not gold or unknown:
+        return _Rejection("gold_ids", f"gold chunk ids not among the chunks: {unknown or 'none given'}")
+    return None
+
+
+def _leak(item: dict) -> _Rejection | None:
+    if item["question_type"] == UNANSWERABLE:
+        return None
+    question, answer = str(item["question"]), str(item["ground_truth"])
+    new = (set(content_words(answer)) | numbers(answer)) - (set(content_words(question)) | numbers(question))
+    if normalise(answer) in normalise(question) or not new:
+        return _Rejection("leak", "the question already states its whole answer")
+    return None
+
+
+def _grounding(records: list[dict], judge: Judge, verdicts: dict[str, _Rejection]) -> None:
+    """One batched judge call over the items: each ground-truth statement supported by the gold chunks."""
+    if not records:
+        return
+    items = [
+        EvalItem(r["qa_id"], r["question"], "", [{"id": c, "text": t} for c, t in zip(r["gold_chunk_ids"], r["gold_contexts"])],
+                 r["ground_truth"], list(r["gold_chunk_ids"]))
+        for r in records
+    ]
+    for record, judgement in zip(records, judge.judge_many(items, {GROUND_TRUTH_SUPPORT})):
+        rejection = _support_rejection(judgement.ground_truth_support) or _unused_chunk(record)
+        if rejection:
+            verdicts[record["qa_id"]] = rejection
+
+
+def _support_rejection(support) -> _Rejection | None:
+    if isinstance(support, Failure) or support is None:
+        return _Rejection("grounding", f"the judge could not check the ground truth: {getattr(support, 'reason', 'no verdict')}")
+    if not support:
+        return _Rejection("grounding", "the ground truth makes no checkable statement")
+    unsupported = [v.statement for v in support if not v.verdict]
+    if unsupported:
+        return _Rejection("grounding", f"ground truth not supported by its gold chunks: {unsupported[0][:160]}")
+    return None
+
+
+def _unused_chunk(record: dict) -> _Rejection | None:
+    """A multi-context answer must draw on every gold chunk, beyond what the question itself says."""
+    if record["question_type"] != MULTI_CONTEXT:
+        return None
+    answer_words = set(content_words(record["ground_truth"])) - set(content_words(record["question"]))
+    for chunk_id, text in zip(record["gold_chunk_ids"], record["gold_contexts"]):
+        if not answer_words & set(content_words(text)):
+            return _Rejection("grounding", f"the ground truth uses nothing from gold chunk {chunk_id}")
+    return None
+
+
+def _answerable(records: list[dict], retriever: ReferenceCandidate, verdicts: dict[str, _Rejection]) -> None:
+    """Offline and weak: an 'unanswerable' question whose every content word one retrieved chunk contains."""
+    for record, top in zip(records, retriever.retrieve_many([r["question"] for r in records])):
+        asked = set(content_words(record["question"]))
+        for index in top:
+            if asked <= set(content_words(retriever.chunk_texts[index])):
+                verdicts[record["qa_id"]] = _Rejection("answerable", f"chunk {retriever.chunk_ids[index]} may answer it")
+                break
+
+
+def _near_duplicates(records: list[dict], embedder: Embedder, threshold: float, verdicts: dict[str, _Rejection]) -> None:
+    if not records:
+        return
+    vectors = embedder.embed([r["question"] for r in records])
+    kept: list[int] = []
+    for i, record in enumerate(records):
+        if kept:
+            cosines = vectors[kept] @ vectors[i]
+            nearest = int(np.argmax(cosines))
+            if cosines[nearest] >= threshold:
+                twin = records[kept[nearest]]["qa_id"]
+                verdicts[record["qa_id"]] = _Rejection("duplicate", f"near-duplicate of {twin} (cosine {cosines[nearest]:.3f})")
+                continue
+        kept.append(i)
+
+
+def _round_trip_ranks(records: list[dict], retriever: ReferenceCandidate) -> dict[str, int]:
+    """1..k: rank of the first gold chunk the retriever returns; 0: none in the top k; -1: no gold chunk."""
+    answerable = [r for r in records if len(r["gold_chunk_ids"])]
+    ranks = {r["qa_id"]: -1 for r in records}
+    for record, top in zip(answerable, retriever.retrieve_many([r["question"] for r in answerable])):
+        gold = set(record["gold_chunk_ids"])
+        ranks[record["qa_id"]] = next((i + 1 for i, index in enumerate(top) if retriever.chunk_ids[index] in gold), 0)
+    return ranks
+
+
+def _split(records: list[dict], verdicts: dict[str, _Rejection], ranks: dict[str, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    kept, rejected = [], []
+    for record in records:
+        verdict = verdicts.get(record["qa_id"])
+        if verdict:
+            rejected.append({**record, "stage": verdict.stage, "reason": verdict.reason})
+        else:
+            kept.append({**record, "round_trip_rank": ranks[record["qa_id"]], "grounded": True})
+    return pd.DataFrame(kept, columns=GOLDEN_COLUMNS), pd.DataFrame(rejected, columns=REJECTED_COLUMNS)

@@ -17,7 +17,7 @@ def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, 
     result = materialize(
         ALL_ASSETS, partition_key=acme_key, instance=instance, resources=resources,
         run_config={"ops": {
-            "synthetic_qa": {"config": {"max_items": 3}},
+            "synthetic_qa": {"config": {"n_items": 3}},
             "metric_scores": {"config": {"metrics": ["hit_rate", "faithfulness"]}},
         }},
     )

@@ -1,0 +1,111 @@
+"""The synthesis path as three plain steps, shared by the Dagster assets and `rag-eval synthesize`.
+
+  test_nodes(chunks)             -> chunk_clusters: cluster, label, information, test-node rank
+  synthesize(chunks, clusters)   -> candidate items, generation failures, the per-type plan
+  verify(items, failures, plan)  -> golden set, rejected items (generation failures included), plan
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.evaluation.judge import Judge
+from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.parsing import Rejection, read_documents
+from rag_eval_pipeline.synthesis.clustering import cluster_chunks, cluster_labels
+from rag_eval_pipeline.synthesis.generation import generate_items
+from rag_eval_pipeline.synthesis.items import QUESTION_TYPES, Generator, failures_frame, items_frame
+from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX, candidate_tasks, plan_counts
+from rag_eval_pipeline.synthesis.test_nodes import rank_test_nodes
+from rag_eval_pipeline.synthesis.verification import VerificationSettings, verify_items
+
+PLAN_COLUMNS = ["question_type", "requested", "planned", "generated", "kept", "note"]
+
+
+def test_nodes(chunks: pd.DataFrame, embedder: Embedder) -> pd.DataFrame:
+    texts = chunks["text"].tolist()
+    clusters = cluster_chunks(chunks["chunk_id"].tolist(), embedder.embed(texts) if texts else None)
+    labels = cluster_labels(texts, clusters["cluster_id"].tolist())
+    clusters["cluster_label"] = clusters["cluster_id"].map(labels).fillna("")
+    return clusters.merge(rank_test_nodes(chunks, clusters), on="chunk_id")
+
+
+def synthesize(chunks: pd.DataFrame, clusters: pd.DataFrame, titles: dict[str, str], generator: Generator,
+               n_items: int, mix: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    plans = plan_counts(n_items, mix or DEFAULT_MIX, generator.supported_types)
+    candidates = candidate_tasks(chunks, clusters, titles, plans)
+    items, failures = generate_items(generator, plans, candidates)
+    generated = pd.Series([i.question_type for i in items], dtype=object).value_counts()
+    plan = pd.DataFrame(
+        [
+            {"question_type": p.question_type, "requested": p.requested, "planned": p.planned,
+             "generated": int(generated.get(p.question_type, 0)), "kept": 0,
+             "note": p.note or _shortfall(p.planned, int(generated.get(p.question_type, 0)), len(candidates.get(p.question_type, [])))}
+            for p in plans
+        ],
+        columns=PLAN_COLUMNS,
+    )
+    return items_frame(items), failures_frame(failures), plan
+
+
+def _shortfall(planned: int, generated: int, candidates: int) -> str:
+    if generated >= planned:
+        return ""
+    if candidates < planned:
+        return f"only {candidates} candidate tasks in this corpus"
+    return "the generator failed on the other tasks it tried (see rejected_qa, stage generation)"
+
+
+def verify(items: pd.DataFrame, failures: pd.DataFrame, plan: pd.DataFrame, chunks: pd.DataFrame, judge: Judge,
+           embedder: Embedder, settings: VerificationSettings = VerificationSettings()) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    golden, rejected = verify_items(items, chunks, judge, embedder, settings)
+    rejected = pd.concat([failures, rejected], ignore_index=True) if len(failures) else rejected
+    kept = golden["question_type"].value_counts()
+    plan = plan.assign(kept=[int(kept.get(t, 0)) for t in plan["question_type"]])
+    return golden, rejected, plan
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'simple,unanswerable' (equal shares) or 'simple=3,multi_context=1' (weights)."""
+    mix = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, weight = part.partition("=")
+        if name not in QUESTION_TYPES:
+            raise ValueError(f"unknown question type {name!r}; known: {', '.join(QUESTION_TYPES)}")
+        try:
+            mix[name] = float(weight) if weight else 1.0
+        except ValueError:
+            raise ValueError(f"the weight of {name!r} must be a number, got {weight!r}") from None
+    if not mix:
+        raise ValueError("no question types given")
+    return mix
+
+
+@dataclass
+class FolderSynthesis:
+    golden: pd.DataFrame
+    rejected: pd.DataFrame
+    plan: pd.DataFrame
+    rejected_documents: list[Rejection]
+    n_chunks: int
+
+
+def from_folder(folder: Path, make_generator: Callable[[pd.DataFrame], Generator], judge: Judge, embedder: Embedder,
+                n_items: int, mix: dict[str, float] | None = None,
+                settings: VerificationSettings = VerificationSettings()) -> FolderSynthesis:
+    """Documents of a folder (outside any tenant) to a verified golden set; no Dagster involved."""
+    documents = read_documents(folder)
+    if not documents.documents:
+        reasons = "; ".join(f"{r.path}: {r.reason}" for r in documents.rejections[:5]) or "the folder holds no files"
+        raise ValueError(f"no readable document in {folder} ({reasons})")
+    chunks = pd.DataFrame([asdict(c) for d in documents.documents for c in chunk_document(d, ChunkingConfig())])
+    titles = {d.doc_id: d.title for d in documents.documents}
+    clusters = test_nodes(chunks, embedder)
+    items, failures, plan = synthesize(chunks, clusters, titles, make_generator(chunks), n_items, mix)
+    golden, rejected, plan = verify(items, failures, plan, chunks, judge, embedder, settings)
+    return FolderSynthesis(golden, rejected, plan, documents.rejections, len(chunks))
