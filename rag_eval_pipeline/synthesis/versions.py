@@ -1,0 +1,185 @@
+"""Published golden sets are immutable; a change makes a new dataset version.
+
+A golden set is published by writing `golden_set.manifest.json` beside its table: the hash of its
+content, its size, its counts per question type, when and from what it was made. Once published,
+the same (tenant, version) may be published again only with the same content (re-runs are
+deterministic); anything else must go to a new version, so scores measured on a version always
+refer to the same questions. `diff_versions` says what changed between two versions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from rag_eval_pipeline.text import sha256
+from rag_eval_pipeline.warehouse import Warehouse
+
+MANIFEST_FILE = "golden_set.manifest.json"
+# What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
+CONTENT_COLUMNS = ("qa_id", "question", "ground_truth", "gold_chunk_ids", "question_type")
+DIFF_COLUMNS = ["change", "qa_id", "question_type", "question", "derived_from", "old_question"]
+CHANGES = ("added", "removed", "edited")
+
+
+class GoldenSetImmutable(ValueError):
+    """A published golden set was about to be replaced by different content."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    tenant: str
+    dataset_version: str
+    content_hash: str
+    n_items: int
+    counts_by_type: dict[str, int]
+    published_at: str  # UTC, ISO 8601
+    source: str  # "synthesis" or "review of <version>"
+    parent_version: str | None
+
+
+def content_hash(golden: pd.DataFrame) -> str:
+    """sha256 over the items' content, independent of row and column order."""
+    missing = [c for c in CONTENT_COLUMNS if c not in golden.columns]
+    if missing:
+        raise ValueError(f"golden set lacks the columns {missing}")
+    rows = sorted(_item_key(row) for row in golden[list(CONTENT_COLUMNS)].to_dict("records"))
+    return sha256("\n".join(rows))
+
+
+def _item_key(row: dict) -> str:
+    return json.dumps(
+        [
+            str(row["qa_id"]),
+            str(row["question"]),
+            str(row["ground_truth"]),
+            [str(c) for c in _as_list(row["gold_chunk_ids"])],
+            str(row["question_type"]),
+        ],
+        ensure_ascii=False,
+    )
+
+
+def _as_list(value) -> list:
+    """Parquet gives list columns back as numpy arrays."""
+    if value is None:
+        return []
+    return value.tolist() if hasattr(value, "tolist") else list(value)
+
+
+def publish(
+    warehouse: Warehouse,
+    tenant: str,
+    version: str,
+    golden: pd.DataFrame,
+    source: str = "synthesis",
+    parent_version: str | None = None,
+) -> Manifest:
+    """Write the manifest of a first publication; the same content again is a no-op; other content raises."""
+    digest = content_hash(golden)
+    existing = read_manifest(warehouse, tenant, version)
+    if existing is not None:
+        if existing.content_hash == digest:
+            return existing
+        raise GoldenSetImmutable(
+            f"the golden set of {tenant}/{version} is published (content hash {existing.content_hash[:12]}, "
+            f"{existing.published_at}, {existing.n_items} items) and cannot change; this content hashes to "
+            f"{digest[:12]}. Re-synthesis makes a new version: `rag-eval register --tenant {tenant} --version <new>`"
+        )
+    manifest = Manifest(
+        tenant=tenant,
+        dataset_version=version,
+        content_hash=digest,
+        n_items=int(len(golden)),
+        counts_by_type=_counts_by_type(golden),
+        published_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        source=source,
+        parent_version=parent_version,
+    )
+    _write_manifest(warehouse, manifest)
+    return manifest
+
+
+def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:
+    path = _manifest_path(warehouse, tenant, version)
+    if not path.is_file():
+        return None
+    fields = json.loads(path.read_text(encoding="utf-8"))
+    return Manifest(**{name: fields.get(name) for name in Manifest.__dataclass_fields__})
+
+
+def _manifest_path(warehouse: Warehouse, tenant: str, version: str):
+    return warehouse.partition_dir(tenant, version) / MANIFEST_FILE
+
+
+def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
+    path = _manifest_path(warehouse, manifest.tenant, manifest.dataset_version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write then rename: a half-written manifest would make the version unreadable.
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(path)
+
+
+def _counts_by_type(golden: pd.DataFrame) -> dict[str, int]:
+    counts = golden["question_type"].astype(str).value_counts()
+    return {str(k): int(v) for k, v in sorted(counts.items())}
+
+
+def diff_versions(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """One row per item added, removed or edited between two golden sets (columns DIFF_COLUMNS).
+
+    qa_id is a content hash, so an edited question shows as removed + added, unless the new set says
+    where an item came from (`derived_from`, written by a review import): then it is one "edited" row.
+    An item whose qa_id stays but whose ground truth changed is "edited" as well.
+    """
+    old_items = {str(r["qa_id"]): r for r in old.to_dict("records")}
+    new_items = {str(r["qa_id"]): r for r in new.to_dict("records")}
+    edited_from = _edits(new_items, old_items)  # new qa_id -> old qa_id
+    rows = []
+    for qa_id, item in old_items.items():
+        if qa_id not in new_items and qa_id not in edited_from.values():
+            rows.append(_diff_row("removed", item))
+    for qa_id, item in new_items.items():
+        if qa_id in edited_from:
+            rows.append(_diff_row("edited", item, old_items[edited_from[qa_id]]))
+        elif qa_id not in old_items:
+            rows.append(_diff_row("added", item))
+        elif _item_key(item) != _item_key(old_items[qa_id]):
+            rows.append(_diff_row("edited", item, old_items[qa_id]))
+    return pd.DataFrame(rows, columns=DIFF_COLUMNS)
+
+
+def _edits(new_items: dict, old_items: dict) -> dict[str, str]:
+    """new qa_id -> old qa_id for new items derived from an old item that is gone."""
+    edits = {}
+    for qa_id, item in new_items.items():
+        parent = _text(item.get("derived_from"))
+        if parent and parent != qa_id and parent in old_items and parent not in new_items:
+            edits[qa_id] = parent
+    return edits
+
+
+def _diff_row(change: str, item: dict, old_item: dict | None = None) -> dict:
+    return {
+        "change": change,
+        "qa_id": str(item["qa_id"]),
+        "question_type": str(item["question_type"]),
+        "question": str(item["question"]),
+        "derived_from": str(old_item["qa_id"]) if old_item else "",
+        "old_question": str(old_item["question"]) if old_item else "",
+    }
+
+
+def _text(value) -> str:
+    """A cell as text: missing values (None, NaN) are empty."""
+    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def diff_summary(diff: pd.DataFrame) -> dict[str, int]:
+    """Counts of added, removed and edited items."""
+    counts = diff["change"].value_counts()
+    return {change: int(counts.get(change, 0)) for change in CHANGES}

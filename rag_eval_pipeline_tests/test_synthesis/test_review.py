@@ -1,0 +1,513 @@
+"""Human review of a golden set: the sheet, applying decisions, and `rag-eval review` / `rag-eval diff`."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from rag_eval_pipeline.synthesis.items import (
+    GOLDEN_COLUMNS,
+    REFUSAL,
+    REJECTED_COLUMNS,
+    SIMPLE,
+    UNANSWERABLE,
+    GenerationTask,
+    SourceChunk,
+    items_frame,
+    make_item,
+)
+from rag_eval_pipeline.synthesis.review import (
+    CONTEXT_SEPARATOR,
+    REVIEWED_COLUMNS,
+    SHEET_COLUMNS,
+    apply_review,
+    edited_qa_id,
+    judge_verifier,
+    read_sheet,
+    review_sheet,
+    write_sheet,
+)
+
+# Commas, double quotes, line breaks and non-ASCII text: what breaks a naive CSV.
+CHUNKS = {
+    "retention.md#0": 'RouteWise API request logs are retained for 90 days, then deleted.\nThe "audit" log is separate.',
+    "retention.md#1": "Database backups of the shipment system are kept for 35 days in a separate region.",
+    "travel.md#0": "The hotel cap is EUR 230 per night in Zürich, London and Paris.",
+}
+
+
+def _item(question_type, chunk_ids, question, ground_truth):
+    chunks = tuple(SourceChunk(c, c.split("#")[0], c.split(".")[0], "", CHUNKS[c]) for c in chunk_ids)
+    return make_item(GenerationTask(question_type, chunks, cluster_id=0), question, ground_truth, "offline-template", "p1")
+
+
+LOGS = _item(SIMPLE, ["retention.md#0"], 'How long are API request logs, not the "audit" log, retained?',
+             "They are retained for 90 days, then deleted.")
+BACKUPS = _item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days.")
+HOTEL = _item(SIMPLE, ["travel.md#0"], "What is the hotel cap in Zürich?", "The hotel cap is EUR 230 per night.")
+TOKYO = _item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL)
+ITEMS = [LOGS, BACKUPS, HOTEL, TOKYO]
+
+
+def _golden(items) -> pd.DataFrame:
+    frame = items_frame(items)
+    frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
+    frame["grounded"] = True
+    return frame[GOLDEN_COLUMNS]
+
+
+@pytest.fixture
+def golden() -> pd.DataFrame:
+    return _golden(ITEMS)
+
+
+@pytest.fixture(scope="module")
+def verify(offline_judge):
+    return judge_verifier(offline_judge)
+
+
+def _sheet(golden, **decisions) -> pd.DataFrame:
+    """The exported sheet with rows filled in: decisions[qa_id] = {column: value}."""
+    sheet = review_sheet(golden)
+    for qa_id, cells in decisions.items():
+        for column, value in cells.items():
+            sheet.loc[sheet["qa_id"] == qa_id, column] = value
+    return sheet
+
+
+def _never(ground_truth, contexts):
+    raise AssertionError("verify must not be called")
+
+
+# ---- the sheet -------------------------------------------------------------------------------
+
+
+def test_review_sheet_has_what_a_reviewer_needs(golden):
+    multi = _item("multi_context", ["retention.md#0", "retention.md#1"], "Which is kept longer?", "Logs (90 days).")
+    sheet = review_sheet(_golden([*ITEMS, multi]))
+
+    assert list(sheet.columns) == SHEET_COLUMNS
+    assert sheet["qa_id"].tolist() == [i.qa_id for i in [*ITEMS, multi]]
+    last = sheet.iloc[-1]
+    assert last["gold_chunk_ids"] == "retention.md#0 | retention.md#1"
+    assert last["gold_contexts"] == CHUNKS["retention.md#0"] + CONTEXT_SEPARATOR + CHUNKS["retention.md#1"]
+    assert sheet.iloc[3]["gold_chunk_ids"] == "" and sheet.iloc[3]["ground_truth"] == REFUSAL
+    for column in ("decision", "edited_question", "edited_ground_truth", "reviewer_note"):
+        assert (sheet[column] == "").all()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_sheet_round_trips_commas_quotes_and_newlines(golden, tmp_path, suffix):
+    sheet = _sheet(golden, **{
+        LOGS.qa_id: {"decision": "edit", "edited_ground_truth": 'Logs: 90 days, then "deleted".\nNot the audit log.'},
+        BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "too easy, and vague"},
+    })
+    path = write_sheet(sheet, tmp_path / f"review{suffix}")
+
+    back = read_sheet(path)
+
+    assert list(back.columns) == SHEET_COLUMNS
+    assert back.to_dict("records") == sheet.to_dict("records")
+    assert "\n" in back.iloc[0]["gold_contexts"] and '"audit"' in back.iloc[0]["question"]
+
+
+def test_csv_sheet_is_plain_utf8_that_pandas_reads(golden, tmp_path):
+    path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
+
+    assert "Zürich" in path.read_text(encoding="utf-8")
+    assert pd.read_csv(path, dtype=str, keep_default_na=False)["question"].tolist() == [i.question for i in ITEMS]
+
+
+def test_jsonl_sheet_has_one_object_per_item(golden, tmp_path):
+    path = write_sheet(review_sheet(golden), tmp_path / "review.jsonl")
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["qa_id"] for line in lines] == [i.qa_id for i in ITEMS]
+    assert "Zürich" in lines[2]  # not escaped
+
+
+def test_a_csv_saved_with_a_byte_order_mark_is_read(golden, tmp_path):
+    path = tmp_path / "review.csv"
+    review_sheet(golden).to_csv(path, index=False, encoding="utf-8-sig")
+    assert read_sheet(path).columns[0] == "qa_id"
+
+
+@pytest.mark.parametrize("name", ["review.xlsx", "review.txt"])
+def test_unsupported_sheet_formats_are_refused(golden, tmp_path, name):
+    with pytest.raises(ValueError, match="use .csv or .jsonl"):
+        write_sheet(review_sheet(golden), tmp_path / name)
+    with pytest.raises(ValueError, match="use .csv or .jsonl"):
+        read_sheet(tmp_path / name)
+
+
+def test_a_missing_sheet_is_a_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_sheet(tmp_path / "nope.csv")
+
+
+def test_bad_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "review.jsonl"
+    path.write_text('{"qa_id": "a", "decision": ""}\n{"qa_id": \n', encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2: not valid JSON"):
+        read_sheet(path)
+
+
+# ---- applying decisions ----------------------------------------------------------------------
+
+
+def test_a_blank_sheet_keeps_every_item_unreviewed(golden, verify):
+    result = apply_review(golden, review_sheet(golden), verify)
+
+    assert list(result.golden.columns) == REVIEWED_COLUMNS
+    assert result.golden["qa_id"].tolist() == golden["qa_id"].tolist()
+    assert (result.golden["review"] == "unreviewed").all() and (result.golden["derived_from"] == "").all()
+    assert result.rejected.empty and list(result.rejected.columns) == REJECTED_COLUMNS
+    assert result.summary == {"accepted": 0, "edited": 0, "rejected": 0, "edit_rejected": 0, "unreviewed": 4}
+
+
+def test_items_missing_from_the_sheet_stay_unreviewed(golden, verify):
+    sheet = _sheet(golden, **{LOGS.qa_id: {"decision": "accept"}}).iloc[:1]
+
+    result = apply_review(golden, sheet, verify)
+
+    assert result.golden.set_index("qa_id")["review"].to_dict() == {
+        LOGS.qa_id: "accepted", BACKUPS.qa_id: "unreviewed", HOTEL.qa_id: "unreviewed", TOKYO.qa_id: "unreviewed",
+    }
+
+
+def test_accept_keeps_the_item_as_it_was(golden, verify):
+    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": " Accept "}}), verify)
+
+    kept = result.golden.set_index("qa_id").loc[BACKUPS.qa_id]
+    assert kept["review"] == "accepted"
+    assert kept["question"] == BACKUPS.question and kept["ground_truth"] == BACKUPS.ground_truth
+    assert list(kept["gold_chunk_ids"]) == ["retention.md#1"]
+    assert result.summary["accepted"] == 1
+
+
+@pytest.mark.parametrize("note, reason", [
+    ("too easy, duplicates the SLA item", "rejected by reviewer: too easy, duplicates the SLA item"),
+    ("", "rejected by reviewer: no note given"),
+])
+def test_reject_moves_the_item_to_the_rejected_table(golden, verify, note, reason):
+    sheet = _sheet(golden, **{HOTEL.qa_id: {"decision": "reject", "reviewer_note": note}})
+
+    result = apply_review(golden, sheet, verify)
+
+    assert HOTEL.qa_id not in set(result.golden["qa_id"])
+    assert len(result.golden) == 3
+    row = result.rejected.iloc[0]
+    assert (row["qa_id"], row["stage"], row["reason"]) == (HOTEL.qa_id, "review", reason)
+    assert row["question"] == HOTEL.question and list(row["gold_chunk_ids"]) == ["travel.md#0"]
+    assert result.summary["rejected"] == 1
+
+
+def test_edit_of_the_question_makes_a_new_item(golden, verify):
+    question = "For how many days, at most, are database backups kept?"
+    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_question": question}}), verify)
+
+    assert BACKUPS.qa_id not in set(result.golden["qa_id"])
+    edited = result.golden.iloc[1]  # in the place of the old item
+    assert edited["qa_id"] == edited_qa_id(SIMPLE, ["retention.md#1"], question, BACKUPS.ground_truth)
+    assert edited["qa_id"] != BACKUPS.qa_id
+    assert edited["question"] == question and edited["ground_truth"] == BACKUPS.ground_truth
+    assert edited["derived_from"] == BACKUPS.qa_id and edited["review"] == "edited"
+    assert list(edited["gold_chunk_ids"]) == ["retention.md#1"] and list(edited["gold_contexts"]) == [CHUNKS["retention.md#1"]]
+    assert result.rejected.empty
+    assert result.summary["edited"] == 1
+
+
+def test_edit_of_only_the_ground_truth_still_gets_a_new_qa_id(golden, verify):
+    truth = "Database backups are kept for 35 days in a separate region."
+    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify)
+
+    edited = result.golden.iloc[1]
+    assert edited["ground_truth"] == truth and edited["question"] == BACKUPS.question
+    assert edited["qa_id"] != BACKUPS.qa_id and edited["derived_from"] == BACKUPS.qa_id
+
+
+def test_edited_qa_id_is_a_content_hash():
+    one = edited_qa_id(SIMPLE, ["c#0"], "How long?", "35 days.")
+    assert one == edited_qa_id(SIMPLE, ["c#0"], "  how LONG ", "35 days")  # normalised text, same id
+    assert one != edited_qa_id(SIMPLE, ["c#0"], "How long?", "30 days.")
+    assert one != edited_qa_id(SIMPLE, ["c#1"], "How long?", "35 days.")
+    assert len(one) == 16
+
+
+def test_an_unsupported_edit_is_rejected_with_the_reason(golden, verify):
+    truth = "Backups are kept for 30 days."  # the chunk says 35
+    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify)
+
+    assert len(result.golden) == 3
+    assert BACKUPS.qa_id not in set(result.golden["qa_id"])
+    row = result.rejected.iloc[0]
+    assert row["stage"] == "review" and row["ground_truth"] == truth
+    assert row["reason"].startswith(f"edit of {BACKUPS.qa_id} failed verification: ground truth not supported")
+    assert result.summary == {"accepted": 0, "edited": 0, "rejected": 0, "edit_rejected": 1, "unreviewed": 3}
+
+
+def test_the_edited_ground_truth_goes_to_verify_with_the_gold_contexts(golden):
+    calls = []
+
+    def verify(ground_truth, contexts):
+        calls.append((ground_truth, contexts))
+        return "nope"
+
+    sheet = _sheet(golden, **{LOGS.qa_id: {"decision": "edit", "edited_ground_truth": "Logs stay 90 days."}})
+    result = apply_review(golden, sheet, verify)
+
+    assert calls == [("Logs stay 90 days.", [CHUNKS["retention.md#0"]])]
+    assert result.rejected.iloc[0]["reason"].endswith("failed verification: nope")
+
+
+def test_an_unanswerable_question_can_be_reworded_and_keeps_its_refusal(golden):
+    question = "What is the meal allowance per day in Tokyo?"
+    sheet = _sheet(golden, **{TOKYO.qa_id: {"decision": "edit", "edited_question": question}})
+
+    result = apply_review(golden, sheet, _never)
+
+    edited = result.golden.iloc[3]
+    assert edited["question"] == question and edited["ground_truth"] == REFUSAL
+    assert edited["derived_from"] == TOKYO.qa_id and list(edited["gold_chunk_ids"]) == []
+    assert edited["qa_id"] == edited_qa_id(UNANSWERABLE, [], question, REFUSAL)
+
+
+def test_every_decision_in_one_sheet(golden, verify):
+    sheet = _sheet(golden, **{
+        LOGS.qa_id: {"decision": "accept"},
+        BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "vague"},
+        HOTEL.qa_id: {"decision": "EDIT", "edited_question": "What is the nightly hotel cap in Zürich?"},
+    })
+
+    result = apply_review(golden, sheet, verify)
+
+    assert result.golden["review"].tolist() == ["accepted", "edited", "unreviewed"]
+    assert result.golden["derived_from"].tolist() == ["", HOTEL.qa_id, ""]
+    assert result.rejected["qa_id"].tolist() == [BACKUPS.qa_id]
+    assert result.summary == {"accepted": 1, "edited": 1, "rejected": 1, "edit_rejected": 0, "unreviewed": 1}
+
+
+def test_a_reviewed_set_can_be_reviewed_again(golden, verify):
+    sheet = _sheet(golden, **{HOTEL.qa_id: {"decision": "edit", "edited_question": "Hotel cap in Zürich?"}})
+    first = apply_review(golden, sheet, verify)
+
+    second = apply_review(first.golden, review_sheet(first.golden), verify)
+
+    assert list(second.golden.columns) == REVIEWED_COLUMNS
+    assert (second.golden["derived_from"] == "").all()  # relative to its own parent
+    assert second.golden["qa_id"].tolist() == first.golden["qa_id"].tolist()
+
+
+# ---- bad sheets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cells, message", [
+    ({"decision": "maybe"}, r"row 2 \(qa_id \w+\): unknown decision 'maybe'; use accept, reject, edit"),
+    ({"decision": "edit"}, r"row 2 \(qa_id \w+\): decision edit needs edited_question or edited_ground_truth"),
+    ({"decision": "accept", "edited_question": "Another question?"}, r"row 2 .*edited text given but the decision is 'accept'"),
+    ({"decision": "", "edited_ground_truth": "Another answer."}, r"row 2 .*edited text given but the decision is 'blank'"),
+    ({"decision": "edit", "edited_question": BACKUPS.question + "  "}, r"row 2 .*changes neither the question nor the ground truth"),
+    ({"decision": "accept", "question": "Rewritten in place?"},
+     r"row 2 .*the question cell was changed; write the new text in edited_question"),
+    ({"decision": "accept", "ground_truth": "Changed in place."}, r"row 2 .*the ground_truth cell was changed"),
+])
+def test_bad_rows_are_named(golden, verify, cells, message):
+    with pytest.raises(ValueError, match=message):
+        apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: cells}), verify)
+
+
+def test_an_unknown_qa_id_is_named(golden, verify):
+    sheet = review_sheet(golden)
+    sheet.loc[2, "qa_id"] = "0123456789abcdef"
+    with pytest.raises(ValueError, match=r"row 3 \(qa_id 0123456789abcdef\): this qa_id is not in the golden set"):
+        apply_review(golden, sheet, verify)
+
+
+def test_a_blank_qa_id_is_named(golden, verify):
+    sheet = review_sheet(golden)
+    sheet.loc[0, "qa_id"] = ""
+    with pytest.raises(ValueError, match=r"row 1 \(qa_id blank\): no qa_id"):
+        apply_review(golden, sheet, verify)
+
+
+def test_duplicate_rows_are_named(golden, verify):
+    sheet = _sheet(golden, **{HOTEL.qa_id: {"decision": "accept"}})
+    sheet = pd.concat([sheet, sheet.iloc[[2]].assign(decision="reject")], ignore_index=True)
+    with pytest.raises(ValueError, match=rf"row 5: qa_id {HOTEL.qa_id} appears again \(first on row 3\)"):
+        apply_review(golden, sheet, verify)
+
+
+@pytest.mark.parametrize("column", ["qa_id", "decision"])
+def test_a_missing_required_column_is_named(golden, verify, column):
+    with pytest.raises(ValueError, match=rf"lacks the columns \['{column}'\]"):
+        apply_review(golden, review_sheet(golden).drop(columns=[column]), verify)
+
+
+def test_only_the_review_columns_are_needed(golden, verify):
+    sheet = pd.DataFrame({"qa_id": [HOTEL.qa_id], "decision": ["reject"]})
+    assert apply_review(golden, sheet, verify).summary["rejected"] == 1
+
+
+def test_editing_the_refusal_of_an_unanswerable_item_is_an_error(golden):
+    sheet = _sheet(golden, **{TOKYO.qa_id: {"decision": "edit", "edited_ground_truth": "About 5000 yen."}})
+    with pytest.raises(ValueError, match=r"row 4 .*unanswerable question keeps its refusal"):
+        apply_review(golden, sheet, _never)
+
+
+def test_every_problem_is_listed_and_nothing_is_applied(golden, verify):
+    sheet = _sheet(golden, **{LOGS.qa_id: {"decision": "yes"}, HOTEL.qa_id: {"decision": "edit"}})
+    with pytest.raises(ValueError, match="2 problem") as raised:
+        apply_review(golden, sheet, verify)
+    assert "row 1 " in str(raised.value) and "row 3 " in str(raised.value)
+
+
+def test_two_edits_into_the_same_item_are_an_error(verify):
+    again = _item(SIMPLE, ["retention.md#1"], "Where are database backups kept?", "In a separate region.")
+    golden = _golden([BACKUPS, again])
+    same = {"decision": "edit", "edited_question": "How long are backups kept?", "edited_ground_truth": "35 days."}
+    with pytest.raises(ValueError, match=r"row 2: the edit makes the same item as another one"):
+        apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: same, again.qa_id: same}), verify)
+
+
+def test_a_golden_set_without_the_verification_columns_is_refused(golden, verify):
+    with pytest.raises(ValueError, match=r"lacks the columns \['round_trip_rank', 'grounded'\]"):
+        apply_review(golden.drop(columns=["round_trip_rank", "grounded"]), review_sheet(golden), verify)
+
+
+def test_the_offline_verifier(verify):
+    context = [CHUNKS["retention.md#1"]]
+    assert verify("Backups are kept for 35 days.", context) is None
+    assert "not supported by its gold chunks" in verify("Backups are kept for 30 days.", context)
+    assert verify("I don't know.", context) == "ground truth makes no checkable statement"
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(tmp_path, monkeypatch):
+    """A warehouse with a published v1 of tenant acme, and a Dagster home, both temporary."""
+    from rag_eval_pipeline.synthesis.versions import publish
+    from rag_eval_pipeline.warehouse import Warehouse
+
+    monkeypatch.setenv("RAG_EVAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    warehouse = Warehouse(tmp_path / "warehouse")
+    golden = _golden(ITEMS)
+    warehouse.write("acme", "v1", "golden_set", golden)
+    earlier = pd.DataFrame([{**golden.iloc[0][:-2].to_dict(), "qa_id": "dropped-1", "stage": "verification",
+                             "reason": "duplicate question"}], columns=REJECTED_COLUMNS)
+    warehouse.write("acme", "v1", "rejected_qa", earlier)
+    for name in ("raw_documents", "document_chunks", "chunk_clusters"):
+        warehouse.write("acme", "v1", name, pd.DataFrame({"table": [name], "n": [1]}))
+    publish(warehouse, "acme", "v1", golden)
+    return warehouse
+
+
+def _rag_eval(*args) -> int:
+    from rag_eval_pipeline.cli import main
+
+    return main(list(args))
+
+
+def test_review_round_trip_then_diff_on_the_command_line(cli_env, tmp_path, capsys):
+    from rag_eval_pipeline.instance import local_instance
+    from rag_eval_pipeline.synthesis.versions import content_hash, read_manifest
+
+    warehouse, sheet_path = cli_env, tmp_path / "review.csv"
+    assert _rag_eval("review", "export", "--tenant", "acme", "--version", "v1", "--out", str(sheet_path)) == 0
+    assert "4 items of acme/v1 written to" in capsys.readouterr().out
+
+    # The reviewer's spreadsheet: accept one, reject one, edit one, leave one.
+    sheet = pd.read_csv(sheet_path, dtype=str, keep_default_na=False)
+    assert sheet["question"].tolist() == [i.question for i in ITEMS]
+    rows = sheet.set_index("qa_id")
+    rows.loc[LOGS.qa_id, "decision"] = "accept"
+    rows.loc[BACKUPS.qa_id, ["decision", "reviewer_note"]] = ["reject", 'vague, "kept" is unclear']
+    rows.loc[HOTEL.qa_id, ["decision", "edited_question"]] = ["edit", "What is the nightly hotel cap in Zürich, per night?"]
+    rows.reset_index().to_csv(sheet_path, index=False)
+
+    status = _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
+                       "--new-version", "v2")
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert "1 accepted, 1 edited, 1 rejected, 0 edits failed verification, 1 unreviewed" in out.out
+
+    golden = warehouse.read("acme", "v2", "golden_set")
+    edited_id = golden["qa_id"].iloc[1]
+    assert golden["review"].tolist() == ["accepted", "edited", "unreviewed"]
+    assert golden["qa_id"].tolist() == [LOGS.qa_id, edited_id, TOKYO.qa_id]
+    assert golden["derived_from"].tolist() == ["", HOTEL.qa_id, ""]
+    rejected = warehouse.read("acme", "v2", "rejected_qa")
+    assert rejected["qa_id"].tolist() == ["dropped-1", BACKUPS.qa_id]
+    assert rejected["reason"].iloc[1] == 'rejected by reviewer: vague, "kept" is unclear'
+    manifest = read_manifest(warehouse, "acme", "v2")
+    assert (manifest.source, manifest.parent_version, manifest.n_items) == ("review of v1", "v1", 3)
+    assert manifest.content_hash == content_hash(golden)
+    for name in ("raw_documents", "document_chunks", "chunk_clusters"):
+        assert warehouse.table_path("acme", "v2", name).read_bytes() == warehouse.table_path("acme", "v1", name).read_bytes()
+    assert local_instance().has_dynamic_partition("dataset_version", "v2")
+    assert warehouse.read("acme", "v1", "golden_set")["qa_id"].tolist() == [i.qa_id for i in ITEMS]  # v1 untouched
+
+    # v2 is published now: the same import cannot replace it.
+    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
+                     "--new-version", "v2") == 2
+    assert "acme/v2 already has a published golden set" in capsys.readouterr().err
+
+    diff_path = tmp_path / "diff.md"
+    assert _rag_eval("diff", "--tenant", "acme", "--from", "v1", "--to", "v2", "--out", str(diff_path)) == 0
+    out = capsys.readouterr().out
+    assert "0 added, 1 removed, 1 edited" in out
+    assert "What is the nightly hotel cap in Zürich, per night?" in out and HOTEL.question in out
+    assert "| removed " in out and BACKUPS.qa_id in out
+    assert "1 removed, 1 edited" in diff_path.read_text(encoding="utf-8")
+
+
+def test_jsonl_review_import_with_an_unsupported_edit(cli_env, tmp_path, capsys):
+    sheet_path = tmp_path / "review.jsonl"
+    assert _rag_eval("review", "export", "--tenant", "acme", "--version", "v1", "--out", str(sheet_path)) == 0
+    records = [json.loads(line) for line in sheet_path.read_text(encoding="utf-8").splitlines()]
+    records[1].update(decision="edit", edited_ground_truth="Backups are kept for 30 days.")
+    sheet_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
+                     "--new-version", "v2-reviewed") == 0
+
+    out = capsys.readouterr().out
+    assert "1 edits failed verification" in out and "failed verification: ground truth not supported" in out
+    rejected = cli_env.read("acme", "v2-reviewed", "rejected_qa")
+    assert rejected["stage"].tolist() == ["verification", "review"]
+    assert len(cli_env.read("acme", "v2-reviewed", "golden_set")) == 3
+
+
+def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
+    from rag_eval_pipeline.instance import local_instance
+
+    sheet_path = tmp_path / "review.csv"
+    write_sheet(_sheet(_golden(ITEMS), **{HOTEL.qa_id: {"decision": "approve"}}), sheet_path)
+
+    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
+                     "--new-version", "v3") == 2
+
+    assert "row 3 " in capsys.readouterr().err
+    assert not cli_env.partition_dir("acme", "v3").exists()
+    assert not local_instance().has_dynamic_partition("dataset_version", "v3")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "V2"),
+     "invalid dataset version name 'V2'"),
+    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "v1"),
+     "--new-version must differ from --version"),
+    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "missing.csv", "--new-version", "v9"),
+     "does not exist"),
+    (("review", "export", "--tenant", "acme", "--version", "v7", "--out", "x.csv"), "no 'golden_set' table"),
+    (("review", "export", "--tenant", "acme", "--version", "v1", "--out", "x.xlsx"), "use .csv or .jsonl"),
+    (("diff", "--tenant", "acme", "--from", "v1", "--to", "v8"), "no 'golden_set' table"),
+])
+def test_command_errors_exit_2_with_a_message(cli_env, tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert _rag_eval(*args) == 2
+    assert message in capsys.readouterr().err

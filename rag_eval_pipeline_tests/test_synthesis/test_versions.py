@@ -1,0 +1,246 @@
+"""Golden-set versions: content hash, publish-once manifests, and the diff between two versions."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from rag_eval_pipeline.synthesis.items import (
+    GOLDEN_COLUMNS,
+    MULTI_CONTEXT,
+    REFUSAL,
+    SIMPLE,
+    UNANSWERABLE,
+    GenerationTask,
+    SourceChunk,
+    items_frame,
+    make_item,
+)
+from rag_eval_pipeline.synthesis.versions import (
+    DIFF_COLUMNS,
+    MANIFEST_FILE,
+    GoldenSetImmutable,
+    content_hash,
+    diff_summary,
+    diff_versions,
+    publish,
+    read_manifest,
+)
+from rag_eval_pipeline.warehouse import Warehouse
+
+CHUNKS = {
+    "retention.md#0": "RouteWise API request logs are retained for 90 days and then deleted automatically.",
+    "retention.md#1": "Database backups of the shipment system are kept for 35 days in a separate region.",
+    "travel.md#0": "Flights must be booked at least 14 days before departure unless the trip is urgent.",
+}
+
+
+def _item(question_type, chunk_ids, question, ground_truth):
+    chunks = tuple(SourceChunk(c, c.split("#")[0], c.split(".")[0], "", CHUNKS[c]) for c in chunk_ids)
+    return make_item(GenerationTask(question_type, chunks, cluster_id=0), question, ground_truth, "offline-template", "p1")
+
+
+def _golden(items) -> pd.DataFrame:
+    frame = items_frame(items)
+    frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
+    frame["grounded"] = True
+    return frame[GOLDEN_COLUMNS]
+
+
+ITEMS = [
+    _item(SIMPLE, ["retention.md#0"], "How long are API request logs retained?", "They are retained for 90 days."),
+    _item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days."),
+    _item(MULTI_CONTEXT, ["retention.md#0", "retention.md#1"], "Which is kept longer, logs or backups?",
+          "Logs (90 days) are kept longer than backups (35 days)."),
+    _item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL),
+]
+# The second item with its question reworded: a new qa_id.
+REWORDED = _item(SIMPLE, ["retention.md#1"], "For how many days are backups kept?", "Backups are kept for 35 days.")
+
+
+@pytest.fixture
+def golden() -> pd.DataFrame:
+    return _golden(ITEMS)
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Warehouse:
+    return Warehouse(tmp_path / "warehouse")
+
+
+# ---- content hash ----------------------------------------------------------------------------
+
+
+def test_content_hash_ignores_row_and_column_order(golden):
+    shuffled = golden.iloc[::-1].reset_index(drop=True)[list(reversed(golden.columns))]
+    assert content_hash(shuffled) == content_hash(golden)
+
+
+def test_content_hash_survives_a_parquet_round_trip(golden, warehouse):
+    # The asset hashes the frame it returns; a re-run may hash what was read back from Parquet.
+    warehouse.write("acme", "v1", "golden_set", golden)
+    assert content_hash(warehouse.read("acme", "v1", "golden_set")) == content_hash(golden)
+
+
+@pytest.mark.parametrize("column, value", [
+    ("question", "How long are API logs retained?"),
+    ("ground_truth", "They are retained for 60 days."),
+    ("gold_chunk_ids", ["retention.md#1"]),
+    ("question_type", "reasoning"),
+    ("qa_id", "another-id"),
+])
+def test_content_hash_changes_with_the_content(golden, column, value):
+    changed = golden.copy()
+    changed.at[0, column] = value
+    assert content_hash(changed) != content_hash(golden)
+
+
+def test_content_hash_ignores_bookkeeping_columns(golden):
+    changed = golden.assign(generator="llm:other", round_trip_rank=3, grounded=False)
+    assert content_hash(changed) == content_hash(golden)
+
+
+def test_content_hash_of_a_subset_differs(golden):
+    assert content_hash(golden.iloc[:3]) != content_hash(golden)
+
+
+# ---- publish ---------------------------------------------------------------------------------
+
+
+def test_first_publish_writes_the_manifest(golden, warehouse):
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    manifest = publish(warehouse, "acme", "v1", golden)
+
+    path = warehouse.partition_dir("acme", "v1") / MANIFEST_FILE
+    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    assert on_disk["content_hash"] == content_hash(golden) == manifest.content_hash
+    assert on_disk["n_items"] == 4
+    assert on_disk["counts_by_type"] == {"multi_context": 1, "simple": 2, "unanswerable": 1}
+    assert on_disk["source"] == "synthesis"
+    assert on_disk["parent_version"] is None
+    published = datetime.fromisoformat(on_disk["published_at"])
+    assert published.utcoffset().total_seconds() == 0  # UTC
+    assert before <= published <= datetime.now(timezone.utc)
+    assert read_manifest(warehouse, "acme", "v1") == manifest
+
+
+def test_read_manifest_of_an_unpublished_version_is_none(warehouse):
+    assert read_manifest(warehouse, "acme", "v1") is None
+
+
+def test_publishing_the_same_content_again_is_a_no_op(golden, warehouse):
+    first = publish(warehouse, "acme", "v1", golden)
+    path = warehouse.partition_dir("acme", "v1") / MANIFEST_FILE
+    text = path.read_text(encoding="utf-8")
+
+    again = publish(warehouse, "acme", "v1", golden.iloc[::-1].reset_index(drop=True), source="review of v0")
+
+    assert again == first  # the original date and source stay
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_publishing_different_content_raises(golden, warehouse):
+    first = publish(warehouse, "acme", "v1", golden)
+    changed = golden.copy()
+    changed.at[1, "ground_truth"] = "Backups are kept for 30 days."
+
+    with pytest.raises(GoldenSetImmutable) as raised:
+        publish(warehouse, "acme", "v1", changed)
+
+    message = str(raised.value)
+    assert isinstance(raised.value, ValueError)
+    assert "golden set of acme/v1 is published" in message
+    assert first.content_hash[:12] in message and first.published_at in message
+    assert "rag-eval register --tenant acme --version <new>" in message
+    assert read_manifest(warehouse, "acme", "v1") == first  # untouched
+
+
+def test_dropping_an_item_is_different_content(golden, warehouse):
+    publish(warehouse, "acme", "v1", golden)
+    with pytest.raises(GoldenSetImmutable):
+        publish(warehouse, "acme", "v1", golden.iloc[1:])
+
+
+def test_versions_are_published_independently(golden, warehouse):
+    publish(warehouse, "acme", "v1", golden)
+    manifest = publish(warehouse, "acme", "v2", golden.iloc[:2], source="review of v1", parent_version="v1")
+
+    assert manifest.source == "review of v1" and manifest.parent_version == "v1"
+    assert manifest.n_items == 2 and manifest.counts_by_type == {"simple": 2}
+    assert read_manifest(warehouse, "acme", "v1").n_items == 4
+
+
+def test_publish_rejects_bad_names(golden, warehouse):
+    with pytest.raises(ValueError, match="invalid dataset version name"):
+        publish(warehouse, "acme", "V 1", golden)
+
+
+# ---- diff ------------------------------------------------------------------------------------
+
+
+def test_diff_of_identical_versions_is_empty(golden):
+    diff = diff_versions(golden, golden.iloc[::-1])
+    assert diff.empty and list(diff.columns) == DIFF_COLUMNS
+    assert diff_summary(diff) == {"added": 0, "removed": 0, "edited": 0}
+
+
+def test_diff_lists_added_and_removed_items(golden):
+    flights = _item(SIMPLE, ["travel.md#0"], "How early must flights be booked?", "At least 14 days before.")
+    new = _golden([*ITEMS[1:], flights])
+
+    diff = diff_versions(golden, new)
+
+    rows = {r["change"]: r for r in diff.to_dict("records")}
+    assert len(diff) == 2
+    assert rows["removed"]["qa_id"] == golden.at[0, "qa_id"]
+    assert rows["removed"]["question"] == "How long are API request logs retained?"
+    assert rows["added"]["qa_id"] == flights.qa_id
+    assert rows["added"]["question_type"] == SIMPLE
+    assert diff_summary(diff) == {"added": 1, "removed": 1, "edited": 0}
+
+
+def test_an_edited_question_without_derived_from_is_removed_plus_added(golden):
+    new = _golden([ITEMS[0], REWORDED, *ITEMS[2:]])
+    assert REWORDED.qa_id != ITEMS[1].qa_id
+
+    assert diff_summary(diff_versions(golden, new)) == {"added": 1, "removed": 1, "edited": 0}
+
+
+def test_derived_from_turns_removed_plus_added_into_edited(golden):
+    new = _golden([ITEMS[0], REWORDED, *ITEMS[2:]]).assign(derived_from=["", ITEMS[1].qa_id, "", ""])
+
+    diff = diff_versions(golden, new)
+
+    assert len(diff) == 1
+    row = diff.iloc[0]
+    assert row["change"] == "edited"
+    assert row["qa_id"] == REWORDED.qa_id and row["derived_from"] == ITEMS[1].qa_id
+    assert row["question"] == "For how many days are backups kept?"
+    assert row["old_question"] == "How long are database backups kept?"
+    assert diff_summary(diff) == {"added": 0, "removed": 0, "edited": 1}
+
+
+def test_a_changed_ground_truth_under_the_same_qa_id_is_edited(golden):
+    new = golden.copy()
+    new.at[0, "ground_truth"] = "Request logs are retained for 90 days, then deleted."
+
+    diff = diff_versions(golden, new)
+
+    assert diff["change"].tolist() == ["edited"]
+    assert diff.at[0, "qa_id"] == golden.at[0, "qa_id"]
+
+
+def test_derived_from_an_item_still_present_is_an_addition(golden):
+    # The old item stays, so the derived one is new beside it, not an edit of it.
+    new = _golden([*ITEMS, REWORDED]).assign(derived_from=["", "", "", "", ITEMS[0].qa_id])
+
+    assert diff_summary(diff_versions(golden, new)) == {"added": 1, "removed": 0, "edited": 0}
+
+
+def test_missing_derived_from_values_are_ignored(golden):
+    new = _golden([ITEMS[0], REWORDED, *ITEMS[2:]]).assign(derived_from=[None, float("nan"), "", None])
+
+    assert diff_summary(diff_versions(golden, new)) == {"added": 1, "removed": 1, "edited": 0}
