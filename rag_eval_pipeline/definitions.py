@@ -17,6 +17,7 @@ from rag_eval_pipeline.resources import (
 )
 from rag_eval_pipeline.resources.judge import judge_from_env
 from rag_eval_pipeline.synthesis import assets as synthesis_assets
+from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
 
 ALL_ASSETS = load_assets_from_modules([ingest_assets, synthesis_assets, evaluation_assets, reporting_assets])
@@ -38,6 +39,7 @@ def build_definitions() -> Definitions:
     """Definitions with resources at the locations the environment names now (see settings)."""
     return Definitions(
         assets=ALL_ASSETS,
+        asset_checks=SYNTHESIS_CHECKS,
         jobs=[full_pipeline_job, synthesis_job, audit_job],
         resources=local_resources(settings.documents_root(), settings.warehouse_root()),
         # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.

@@ -1,0 +1,82 @@
+"""Asset checks of the synthesis track: the golden set against its great-expectations suite.
+
+The check is blocking: when it fails, the assets downstream of golden_set (candidate_outputs and
+what follows) do not run in the same run, so no candidate is scored against a broken golden set.
+"""
+
+# No `from __future__ import annotations` here: Dagster resolves resource and input types from the
+# live annotations of the check function.
+
+import warnings
+
+import pandas as pd
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetIn,
+    MetadataValue,
+    PreviewWarning,
+    asset_check,
+)
+
+from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline.warehouse import Warehouse
+
+PLAN_TABLE = "synthesis_plan"  # written by golden_set: question_type, requested, planned, generated, kept, note
+# A type planned with at least this many items must have one left after verification; with fewer,
+# losing them all can be bad luck rather than a broken generator or verifier.
+MIN_PLANNED = 3
+
+# A partitioned asset check is a "preview" feature of Dagster 1.13 (dagster is pinned): without it the
+# check would run in a partitioned run but record one result for all (tenant, version) pairs.
+warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
+
+
+@asset_check(
+    asset="golden_set",
+    blocking=True,
+    additional_ins={"document_chunks": AssetIn("document_chunks")},
+    # Same partitions as the asset: one result per (tenant, dataset_version), and the key in context.
+    partitions_def=tenant_version_partitions,
+    description="Great Expectations suite on the golden set: exact columns, non-null fields, unique "
+    "qa_id, known question types, gold chunk ids among the chunks, the planned type mix, all grounded.",
+)
+def golden_set_expectations(
+    context: AssetCheckExecutionContext,
+    warehouse: WarehouseResource,
+    golden_set: pd.DataFrame,
+    document_chunks: pd.DataFrame,
+) -> AssetCheckResult:
+    # Imported here: great_expectations takes seconds to import, and loading the code location
+    # (every `dagster` command, every test that imports the definitions) should not pay for it.
+    from rag_eval_pipeline.synthesis.expectations import check_golden_set, failures_markdown
+
+    tenant, version = split_key(context.partition_key)
+    expected = expected_types(warehouse.store(), tenant, version)
+    report = check_golden_set(golden_set, set(document_chunks["chunk_id"]), expected)
+    failed = report.failures
+    return AssetCheckResult(
+        passed=report.success,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={
+            "items": len(golden_set),
+            "chunks": len(document_chunks),
+            "expected_types": ", ".join(sorted(expected)) or "none",
+            "expectations": len(report.results),
+            "failed_expectations": len(failed),
+            "failures": MetadataValue.md(failures_markdown(report)),
+        },
+    )
+
+
+def expected_types(store: Warehouse, tenant: str, version: str) -> set[str]:
+    """The question types the plan asked for in earnest; none when golden_set wrote no plan."""
+    if not store.exists(tenant, version, PLAN_TABLE):
+        return set()
+    plan = store.read(tenant, version, PLAN_TABLE)
+    return {str(t) for t in plan.loc[plan["planned"] >= MIN_PLANNED, "question_type"]}
+
+
+SYNTHESIS_CHECKS = [golden_set_expectations]
