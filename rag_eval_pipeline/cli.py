@@ -1,4 +1,4 @@
-"""`rag-eval`: register tenants and versions, run the lineage, run the demo."""
+"""`rag-eval`: register tenants and versions, run the lineage and the demo, synthesize and review golden sets."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
 from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
+from rag_eval_pipeline.synthesis import pipeline as synthesis_pipeline
+from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
+from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
+from rag_eval_pipeline.synthesis.pipeline import parse_mix
+from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
+from rag_eval_pipeline.synthesis.review_cli import add_commands
+from rag_eval_pipeline.synthesis.verification import VerificationSettings
 from rag_eval_pipeline.warehouse import Warehouse
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
@@ -59,17 +66,38 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--metrics", default=",".join(ALL_METRICS), help="comma-separated, default: all")
     evaluate.add_argument("--k", type=int, default=5, help="cut-off for hit rate@k and MRR")
     evaluate.add_argument("--judge", choices=["offline", "llm"], default="offline")
-    evaluate.add_argument("--base-url", default=os.environ.get("RAG_EVAL_JUDGE_BASE_URL", ""))
-    evaluate.add_argument("--model", default=os.environ.get("RAG_EVAL_JUDGE_MODEL", ""))
-    evaluate.add_argument("--api-key", default=os.environ.get("RAG_EVAL_JUDGE_API_KEY", "not-needed"))
-    evaluate.add_argument("--mode", choices=["decomposed", "fused"], default="decomposed")
-    evaluate.add_argument("--response-format", choices=list(RESPONSE_FORMATS), default="json_schema",
-                          help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server")
-    evaluate.add_argument("--concurrency", type=int, default=4)
-    evaluate.add_argument("--cache", default=str(settings.warehouse_root() / "judge_cache.sqlite"),
-                          help="on-disk cache of judge calls ('' for none)")
+    _add_llm_args(evaluate)
     evaluate.set_defaults(handler=_evaluate)
+
+    synthesize = commands.add_parser(
+        "synthesize", help="a folder of documents -> a verified golden set file (no tenant, no Dagster)"
+    )
+    synthesize.add_argument("--docs", required=True, type=Path, help="folder of PDF, Markdown and text files")
+    synthesize.add_argument("--out", required=True, type=Path, help=".jsonl or .parquet; rejected items go beside it")
+    synthesize.add_argument("--n", type=int, default=40, help="items to generate before verification")
+    synthesize.add_argument("--types", default=",".join(f"{t}={w}" for t, w in DEFAULT_MIX.items()),
+                            help="question types and weights, e.g. 'simple,unanswerable' or 'simple=3,multi_context=1'")
+    synthesize.add_argument("--generator", choices=["offline", "llm"], default="offline")
+    synthesize.add_argument("--judge", choices=["offline", "llm"], default="offline", help="verifies the ground truths")
+    synthesize.add_argument("--round-trip-k", type=int, default=5)
+    synthesize.add_argument("--drop-on-retrieval-miss", action="store_true")
+    _add_llm_args(synthesize)
+    synthesize.set_defaults(handler=_synthesize)
+    add_commands(commands)  # diff, review export, review import
     return parser
+
+
+def _add_llm_args(parser: argparse.ArgumentParser) -> None:
+    """The OpenAI-compatible server of the LLM judge and generator."""
+    parser.add_argument("--base-url", default=os.environ.get("RAG_EVAL_JUDGE_BASE_URL", ""))
+    parser.add_argument("--model", default=os.environ.get("RAG_EVAL_JUDGE_MODEL", ""))
+    parser.add_argument("--api-key", default=os.environ.get("RAG_EVAL_JUDGE_API_KEY", "not-needed"))
+    parser.add_argument("--mode", choices=["decomposed", "fused"], default="decomposed")
+    parser.add_argument("--response-format", choices=list(RESPONSE_FORMATS), default="json_schema",
+                        help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--cache", default=str(settings.warehouse_root() / "judge_cache.sqlite"),
+                        help="on-disk cache of LLM calls ('' for none)")
 
 
 def _add_partition_args(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +152,7 @@ def _execute(instance, key, args) -> int:
         for event in result.all_events:
             if event.is_step_failure:
                 print(f"error in {event.step_key}: {_root_cause(event.step_failure_data.error)}", file=sys.stderr)
+        _print_failed_checks(result)
         print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
         return 2
     _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
@@ -153,15 +182,49 @@ def _evaluate(args) -> int:
     return 0
 
 
+def _synthesize(args) -> int:
+    if args.out.suffix.lower() not in (".jsonl", ".parquet"):
+        print(f"error: --out must end in .jsonl or .parquet, got {args.out.name}", file=sys.stderr)
+        return 2
+    try:
+        mix = parse_mix(args.types)
+        judge, embedder = _cli_judge(args)
+        if args.generator == "llm":
+            generator = build_llm_generator(_llm_settings(args), args.cache)
+            make_generator = lambda chunks: generator  # noqa: E731
+        else:
+            make_generator = lambda chunks: OfflineGenerator(chunks["text"].tolist())  # noqa: E731
+        result = synthesis_pipeline.from_folder(
+            args.docs, make_generator, judge, embedder, args.n, mix,
+            VerificationSettings(round_trip_k=args.round_trip_k, drop_on_retrieval_miss=args.drop_on_retrieval_miss),
+        )
+    except (ValueError, FileNotFoundError, JudgeUnavailable, JudgeMisconfigured) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rejected_path = args.out.with_name(f"{args.out.stem}.rejected{args.out.suffix}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_table(result.golden, args.out)
+    write_table(result.rejected, rejected_path)
+    for rejection in result.rejected_documents:
+        print(f"document {rejection.path} skipped: {rejection.reason}", file=sys.stderr)
+    print(result.plan.to_markdown(index=False))
+    print(f"{len(result.golden)} verified items from {result.n_chunks} chunks written to {args.out}; "
+          f"{len(result.rejected)} rejected (with reasons) in {rejected_path}")
+    return 0 if len(result.golden) else 1
+
+
 def _cli_judge(args):
     embedder = Embedder(settings.warehouse_root() / "embedding_cache.sqlite")
     if args.judge == "offline":
         return OfflineJudge(embedder), embedder
-    llm_settings = LLMSettings(
+    return build_llm_judge(_llm_settings(args), args.mode, args.cache), embedder
+
+
+def _llm_settings(args) -> LLMSettings:
+    return LLMSettings(
         base_url=args.base_url, model=args.model, api_key=args.api_key,
         response_format=args.response_format, concurrency=args.concurrency,
     )
-    return build_llm_judge(llm_settings, args.mode, args.cache), embedder
 
 
 def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 32):
@@ -174,6 +237,16 @@ def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 3
             results += batch_results
             progress.update(len(batch))
     return results
+
+
+def _print_failed_checks(result) -> None:
+    """A blocking check stops the run; say which expectations failed, not only that one did."""
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            failures = evaluation.metadata.get("failures")
+            print(f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()} failed:", file=sys.stderr)
+            if failures is not None:
+                print(failures.value, file=sys.stderr)
 
 
 def _root_cause(error) -> str:

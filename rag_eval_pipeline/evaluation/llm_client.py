@@ -51,7 +51,7 @@ class LLMSettings:
         if self.response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}, got {self.response_format!r}")
         if not self.base_url or not self.model:
-            raise ValueError("the LLM judge needs a base URL and a model name")
+            raise ValueError("an LLM judge or generator needs a base URL and a model name (--base-url and --model, or RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL)")
 
 
 @dataclass

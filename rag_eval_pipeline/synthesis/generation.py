@@ -30,9 +30,14 @@ def generate_items(generator: Generator, plans: list[TypePlan], candidates: dict
             budget[question_type] -= take
         if not batch:
             break
-        for outcome in generator.generate(batch):
-            if isinstance(outcome, QAItem):
-                written[outcome.question_type].append(outcome)
-            else:
+        outcomes = list(generator.generate(batch))
+        for task, outcome in zip(batch, outcomes):
+            if isinstance(outcome, QAItem) and outcome.question_type == task.question_type:
+                written[task.question_type].append(outcome)
+            elif isinstance(outcome, GenerationFailure):
                 failures.append(outcome)
+            else:  # a malformed outcome is the task's failure, not a crash or a silent loss
+                got = f"a {outcome.question_type} item" if isinstance(outcome, QAItem) else type(outcome).__name__
+                failures.append(GenerationFailure(task, generator.name, f"the generator returned {got} for a {task.question_type} task"))
+        failures += [GenerationFailure(t, generator.name, "the generator returned no outcome for this task") for t in batch[len(outcomes):]]
     return [item for items in written.values() for item in items], failures

@@ -31,8 +31,9 @@ from rag_eval_pipeline.text import content_words, numbers, sha256
 
 _DEFINITION = re.compile(r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?:is|are) (?:the|a|an) ", re.U)
 _QUANTITY = re.compile(
-    r"\b\d+(?:[.,]\d+)?\s*(?:%|percent|days?|hours?|minutes?|seconds?|weeks?|months?|years?|ms|"
-    r"milliseconds?|requests?|euros?|EUR|kg|metres?|meters?|GB|MB|employees?|people|times)\b",
+    # "%" outside the closing \b: a word boundary never follows "%" before a space or a full stop.
+    r"\b\d+(?:[.,]\d+)?\s*(?:%|(?:percent|days?|hours?|minutes?|seconds?|weeks?|months?|years?|ms|"
+    r"milliseconds?|requests?|euros?|EUR|kg|metres?|meters?|GB|MB|employees?|people|times)\b)",
     re.I,
 )
 _VERB = re.compile(

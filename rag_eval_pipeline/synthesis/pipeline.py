@@ -104,6 +104,9 @@ def from_folder(folder: Path, make_generator: Callable[[pd.DataFrame], Generator
         reasons = "; ".join(f"{r.path}: {r.reason}" for r in documents.rejections[:5]) or "the folder holds no files"
         raise ValueError(f"no readable document in {folder} ({reasons})")
     chunks = pd.DataFrame([asdict(c) for d in documents.documents for c in chunk_document(d, ChunkingConfig())])
+    if chunks.empty:  # e.g. documents with nothing but headings: no paragraph to write a question from
+        names = ", ".join(d.path for d in documents.documents[:5])
+        raise ValueError(f"the documents in {folder} hold no paragraphs of text to write questions from ({names})")
     titles = {d.doc_id: d.title for d in documents.documents}
     clusters = test_nodes(chunks, embedder)
     items, failures, plan = synthesize(chunks, clusters, titles, make_generator(chunks), n_items, mix)

@@ -49,9 +49,9 @@ def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedd
     """(golden set with GOLDEN_COLUMNS, rejected items with REJECTED_COLUMNS)."""
     records, repeats = _without_repeats(items.to_dict("records"))
     verdicts: dict[str, _Rejection] = {}
-    chunk_ids = set(chunks["chunk_id"])
+    chunk_texts = dict(zip(chunks["chunk_id"], chunks["text"]))
     for item in records:
-        rejection = _form(item, settings) or _gold_ids(item, chunk_ids) or _leak(item)
+        rejection = _form(item, settings) or _gold_ids(item, chunk_texts) or _leak(item)
         if rejection:
             verdicts[item["qa_id"]] = rejection
     _grounding(_pending(records, verdicts, answerable=True), judge, verdicts)
@@ -98,13 +98,16 @@ def _form(item: dict, settings: VerificationSettings) -> _Rejection | None:
     return None
 
 
-def _gold_ids(item: dict, chunk_ids: set[str]) -> _Rejection | None:
+def _gold_ids(item: dict, chunk_texts: dict[str, str]) -> _Rejection | None:
     gold = list(item["gold_chunk_ids"])
     if item["question_type"] == UNANSWERABLE:
         return _Rejection("gold_ids", "an unanswerable item cannot have gold chunks") if gold else None
-    unknown = [c for c in gold if c not in chunk_ids]
+    unknown = [c for c in gold if c not in chunk_texts]
     if not gold or unknown:
         return _Rejection("gold_ids", f"gold chunk ids not among the chunks: {unknown or 'none given'}")
+    # Grounding reads the contexts the item carries: they must be what its gold chunks say.
+    if list(item["gold_contexts"]) != [chunk_texts[c] for c in gold]:
+        return _Rejection("gold_ids", "gold contexts are not the texts of the gold chunks")
     return None
 
 

@@ -1,184 +1,457 @@
-"""The offline template generator: one grounded question per chunk, spread over the clusters."""
+"""Question generation: the offline template generator, and the driver that walks the candidate tasks."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
-from rag_eval_pipeline.synthesis.generation import (
-    GENERATOR,
-    TEMPLATE_VERSION,
+from rag_eval_pipeline.synthesis.generation import MAX_TRIES_PER_ITEM, generate_items
+from rag_eval_pipeline.synthesis.items import (
+    ITEM_COLUMNS,
+    MULTI_CONTEXT,
+    REASONING,
+    REFUSAL,
+    SIMPLE,
+    UNANSWERABLE,
+    GenerationFailure,
+    GenerationTask,
     QAItem,
-    generate_offline,
+    SourceChunk,
+    failures_frame,
     items_frame,
-    question_for_chunk,
+    make_item,
 )
-from rag_eval_pipeline.text import split_sentences
+from rag_eval_pipeline.synthesis.offline_generation import _UNANSWERABLE_FRAMES, OfflineGenerator
+from rag_eval_pipeline.synthesis.planning import TypePlan
+from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
+from rag_eval_pipeline.text import content_words, split_sentences
 
-# Every chunk below holds at least one factual sentence the templates can turn into a question.
+
+def _chunk(chunk_id: str, title: str, heading: str, text: str) -> SourceChunk:
+    return SourceChunk(chunk_id, chunk_id.split("#")[0], title, heading, text)
+
+
+# Every chunk here holds a factual sentence that one of the simple templates can ask about.
 CHUNKS = {
-    # cluster 0: four chunks, listed first so a naive generator would exhaust it before the others
-    "retention.md#0": ("retention.md", "Retention", 0, 1.0,
-                       "Logs are short lived. RouteWise API request logs are retained for 90 days and then deleted automatically."),
-    "retention.md#1": ("retention.md", "Backups", 0, 0.9,
-                       "Database backups of the shipment system are kept for 35 days in a separate region."),
-    "retention.md#2": ("retention.md", "Deletion", 0, 0.8,
-                       "Deleted customer accounts are purged from every replica within 30 days of the request."),
-    "retention.md#3": ("retention.md", "Archive", 0, 0.7,
-                       "The archive bucket stores closed contracts for 10 years under legal hold."),
-    # cluster 1
-    "travel.md#0": ("travel.md", "Flights", 1, 1.0,
-                    "Flights must be booked at least 14 days before departure unless the trip is urgent."),
-    "travel.md#1": ("travel.md", "Hotels", 1, 0.6,
-                    "The hotel cap is EUR 230 per night in London, Paris, New York, Zurich and Singapore."),
-    # cluster 2
-    "oncall.md#0": ("oncall.md", "Shifts", 2, 1.0,
-                    "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday."),
+    c.chunk_id: c
+    for c in [
+        _chunk("retention.md#0", "Data Retention Policy", "Retention",
+               "Logs are short lived. RouteWise API request logs are retained for 90 days and then deleted automatically."),
+        _chunk("retention.md#1", "Data Retention Policy", "Backups",
+               "Database backups of the shipment system are kept for 35 days in a separate region."),
+        _chunk("retention.md#3", "Data Retention Policy", "Roles",
+               "The Data Governance Council is the body that approves exceptions to the retention periods."),
+        _chunk("travel.md#0", "Travel Policy", "Flights",
+               "Flights must be booked at least 14 days before departure unless the trip is urgent."),
+        _chunk("travel.md#1", "Travel Policy", "Purpose",
+               "Finance Operations owns this policy and reviews it every January with the Chief Financial Officer."),
+        _chunk("oncall.md#0", "On-Call Handbook", "Shifts",
+               "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday."),
+    ]
 }
-TITLES = {"retention.md": "Data Retention Policy", "travel.md": "Travel Policy", "oncall.md": "On-Call Handbook"}
+CORPUS = [c.text for c in CHUNKS.values()]
 
 
-def _frames(chunks: dict = CHUNKS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    chunk_rows = [
-        {"chunk_id": cid, "doc_id": doc, "heading": heading, "text": text}
-        for cid, (doc, heading, _, _, text) in chunks.items()
-    ]
-    cluster_rows = [
-        {"chunk_id": cid, "cluster_id": cluster, "is_outlier": cluster == -1, "membership": membership}
-        for cid, (_, _, cluster, membership, _) in chunks.items()
-    ]
-    return pd.DataFrame(chunk_rows), pd.DataFrame(cluster_rows)
+def _task(question_type: str, *chunks: SourceChunk, cluster: int = 0) -> GenerationTask:
+    return GenerationTask(question_type, tuple(chunks), cluster, "label")
 
 
-def test_every_chunk_here_yields_an_item():
-    chunks, clusters = _frames()
-
-    items = generate_offline(chunks, clusters, TITLES, max_items=40)
-
-    assert sorted(i.gold_chunk_ids[0] for i in items) == sorted(CHUNKS)
+def _one(question_type: str, *chunks: SourceChunk, corpus: list[str] = CORPUS):
+    [outcome] = OfflineGenerator(corpus).generate([_task(question_type, *chunks)])
+    return outcome
 
 
-def test_ground_truth_is_a_sentence_of_the_gold_chunk():
-    chunks, clusters = _frames()
+def _item(question_type: str, *chunks: SourceChunk, corpus: list[str] = CORPUS) -> QAItem:
+    outcome = _one(question_type, *chunks, corpus=corpus)
+    assert isinstance(outcome, QAItem), outcome
+    return outcome
 
-    items = generate_offline(chunks, clusters, TITLES, max_items=40)
 
-    assert items
-    for item in items:
-        assert len(item.gold_chunk_ids) == 1
-        chunk_id = item.gold_chunk_ids[0]
-        text = CHUNKS[chunk_id][4]
-        assert item.gold_contexts == [text]
-        assert item.ground_truth in split_sentences(text)
-        assert item.source_cluster == CHUNKS[chunk_id][2]
-        assert item.question_type == "simple"
-        assert (item.generator, item.prompt_version) == (GENERATOR, TEMPLATE_VERSION)
-        assert item.question.endswith(("?", '"'))
+# --- simple -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_id", list(CHUNKS))
+def test_simple_ground_truth_is_a_sentence_of_its_only_gold_chunk(chunk_id):
+    chunk = CHUNKS[chunk_id]
+    [item] = OfflineGenerator(CORPUS).generate([_task(SIMPLE, chunk, cluster=4)])
+
+    assert isinstance(item, QAItem)
+    assert item.gold_chunk_ids == item.source_chunk_ids == [chunk_id]
+    assert item.gold_contexts == [chunk.text]
+    assert item.ground_truth in split_sentences(chunk.text)
+    assert item.ground_truth in factual_sentences(chunk.text)
+    assert (item.question_type, item.source_cluster) == (SIMPLE, 4)
+    assert (item.generator, item.prompt_version) == (OfflineGenerator.name, OfflineGenerator.prompt_version)
+    assert item.template in ("definition", "quantity", "subject")
+    assert item.question.endswith(("?", '"'))
+    assert item.question != item.ground_truth
 
 
 def test_the_most_informative_sentence_is_chosen():
-    chunks, clusters = _frames()
-    items = {i.gold_chunk_ids[0]: i for i in generate_offline(chunks, clusters, TITLES, max_items=40)}
+    chunk = _chunk("archive.md#0", "Archive Rules", "Contracts",
+                   "The archive team works closely with the legal department on every request. "
+                   "Closed contracts are stored for 10 years under legal hold in the Zurich archive.")
 
-    # "Logs are short lived." is too short to be a fact; the sentence with a quantity is used.
-    assert items["retention.md#0"].ground_truth.startswith("RouteWise API request logs are retained for 90 days")
+    item = _item(SIMPLE, chunk)
+
+    # Both sentences are facts; the one with a quantity and a name is the one worth checking.
+    assert item.ground_truth.startswith("Closed contracts are stored for 10 years")
+    # "Logs are short lived." is too short to be a fact at all.
+    assert _item(SIMPLE, CHUNKS["retention.md#0"]).ground_truth.startswith("RouteWise API request logs are retained for 90 days")
 
 
-def test_quantity_questions_blank_the_value_they_ask_for():
-    chunks, clusters = _frames()
-    items = {i.gold_chunk_ids[0]: i for i in generate_offline(chunks, clusters, TITLES, max_items=40)}
+@pytest.mark.parametrize("sentence, value", [
+    ("Flights must be booked at least 14 days before departure unless the trip is urgent.", "14 days"),
+    ("The penalty for a late delivery is 15% of the monthly invoice for the affected route.", "15%"),
+    ("The RouteWise API has a monthly availability target of 99.9 percent for Standard customers.", "99.9 percent"),
+])
+def test_quantity_questions_blank_the_value_they_ask_for(sentence, value):
+    chunk = _chunk("policy.md#0", "Travel Policy", "Rules", sentence)
 
-    item = items["travel.md#0"]
+    item = _item(SIMPLE, chunk, corpus=[sentence])
+
     assert item.template == "quantity"
-    assert "14 days" in item.ground_truth
-    assert "14 days" not in item.question and "____" in item.question
-    assert "Travel Policy" in item.question  # names the document it asks about
+    assert item.ground_truth == sentence
+    assert value not in item.question and "____" in item.question
+    assert item.question.replace("____", value) == f'According to "Travel Policy", what value fills the blank: "{sentence}"'
+
+
+def test_definition_questions_ask_what_the_term_is():
+    item = _item(SIMPLE, CHUNKS["retention.md#3"])
+
+    assert item.template == "definition"
+    assert item.question == "What is Data Governance Council?"
+    assert item.ground_truth == CHUNKS["retention.md#3"].text
+
+
+def test_subject_questions_name_the_section_and_the_document():
+    item = _item(SIMPLE, CHUNKS["travel.md#1"])
+
+    assert item.template == "subject"
+    assert item.question == 'What does the "Purpose" section of "Travel Policy" say about Finance Operations?'
+
+
+def test_a_chunk_without_a_factual_sentence_is_a_failure_with_its_reason():
+    for text in ("Short. Too short. Yes.", "Which of the eight warehouses in the region handle frozen goods today?"):
+        outcome = _one(SIMPLE, _chunk("x.md#0", "X", "", text))
+        assert isinstance(outcome, GenerationFailure)
+        assert outcome.reason == "the chunk holds no factual sentence to ask about"
+        assert outcome.generator == OfflineGenerator.name
+
+
+# No definition ("is the/a"), no quantity with a unit, no verb of the subject template.
+NO_TEMPLATE = "Every shift starts and ends on Monday at 10:00 Central European Time."
+
+
+def test_a_chunk_no_template_fits_is_a_failure_with_its_reason():
+    outcome = _one(SIMPLE, _chunk("oncall.md#3", "On-Call Handbook", "Shifts", NO_TEMPLATE))
+
+    assert isinstance(outcome, GenerationFailure)
+    assert "no template fits" in outcome.reason
+
+
+def test_a_less_informative_sentence_is_used_when_no_template_fits_the_best():
+    fitting = "The pager rotation is the list of engineers who take turns on call."
+    chunk = _chunk("oncall.md#3", "On-Call Handbook", "Shifts", f"{NO_TEMPLATE} {fitting}")
+
+    item = _item(SIMPLE, chunk)
+
+    assert (item.ground_truth, item.template) == (fitting, "definition")
+
+
+# --- multi_context ----------------------------------------------------------------------------------
+
+SHIPMENT_RETENTION = _chunk("retention.md#2", "Data Retention Policy", "Retention Periods",
+                            "Customer Shipment Data is retained for the duration of the contract plus 24 months. Logs are kept elsewhere.")
+SHIPMENT_DELETION = _chunk("sla.md#1", "Customer SLA Summary", "Data Protection",
+                           "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.")
+MULTI_CORPUS = CORPUS + [SHIPMENT_RETENTION.text, SHIPMENT_DELETION.text]
+
+
+def test_multi_context_question_names_both_documents_and_the_shared_term():
+    item = _item(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION, corpus=MULTI_CORPUS)
+
+    assert item.template == "shared-topic"
+    assert '"Data Retention Policy"' in item.question and '"Customer SLA Summary"' in item.question
+    assert "customer shipment" in item.question.lower()
+    # One sentence of each chunk, in the chunks' order; both chunks are gold.
+    first, second = factual_sentences(SHIPMENT_RETENTION.text)[0], factual_sentences(SHIPMENT_DELETION.text)[0]
+    assert item.ground_truth == f"{first} {second}"
+    assert item.gold_chunk_ids == ["retention.md#2", "sla.md#1"]
+    assert item.gold_contexts == [SHIPMENT_RETENTION.text, SHIPMENT_DELETION.text]
+
+
+def test_multi_context_in_one_document_names_the_two_sections():
+    other_section = _chunk("retention.md#7", "Data Retention Policy", "Customer Requests",
+                           "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.")
+
+    item = _item(MULTI_CONTEXT, SHIPMENT_RETENTION, other_section, corpus=CORPUS + [SHIPMENT_RETENTION.text, other_section.text])
+
+    assert item.question.startswith('What do the "Retention Periods" and "Customer Requests" sections of "Data Retention Policy"')
+
+
+def test_multi_context_in_one_section_or_without_a_shared_term_fails_with_a_reason():
+    same_section = _chunk("retention.md#5", "Data Retention Policy", "Retention Periods", SHIPMENT_DELETION.text)
+    outcome = _one(MULTI_CONTEXT, SHIPMENT_RETENTION, same_section, corpus=MULTI_CORPUS)
+    assert isinstance(outcome, GenerationFailure) and "one section" in outcome.reason
+
+    outcome = _one(MULTI_CONTEXT, SHIPMENT_RETENTION, CHUNKS["travel.md#0"], corpus=MULTI_CORPUS)
+    assert isinstance(outcome, GenerationFailure) and "share no two-word term" in outcome.reason
+
+
+# --- unanswerable -----------------------------------------------------------------------------------
+
+FORKLIFT = _chunk("safety.md#4", "Warehouse Safety Standard", "Forklift Certificates",
+                  "A forklift certificate is valid for 3 years and must be renewed by passing a practical test.")
+
+
+def _frame(question: str, topic: str) -> tuple[str, tuple[str, ...]]:
+    [frame] = [f for f in _UNANSWERABLE_FRAMES if f[0].format(topic=topic) == question]
+    return frame
+
+
+def _states(corpus: list[str], topic: str, answer_words: tuple[str, ...]) -> bool:
+    topic_words, asked = set(content_words(topic)), {w for a in answer_words for w in content_words(a)}
+    return any(topic_words <= set(content_words(t)) and asked & set(content_words(t)) for t in corpus)
+
+
+def test_unanswerable_expects_the_refusal_and_has_no_gold_chunks():
+    corpus = CORPUS + [FORKLIFT.text]
+
+    item = _item(UNANSWERABLE, FORKLIFT, corpus=corpus)
+
+    assert item.ground_truth == REFUSAL
+    assert item.gold_chunk_ids == [] and item.gold_contexts == []
+    assert item.source_chunk_ids == ["safety.md#4"]
+    assert item.template == "absent-fact"
+    # It asks, about the chunk's section topic, for a kind of fact no chunk states about that topic.
+    _, answer_words = _frame(item.question, "Forklift Certificates")
+    assert not _states(corpus, "Forklift Certificates", answer_words)
+
+
+def test_unanswerable_picks_another_frame_when_the_corpus_states_the_first():
+    first = _item(UNANSWERABLE, FORKLIFT, corpus=[FORKLIFT.text])
+    _, answer_words = _frame(first.question, "Forklift Certificates")
+    stating = f"The forklift certificates {' and '.join(answer_words)} are recorded by the site manager every month."
+    corpus = [FORKLIFT.text, stating]
+    assert _states(corpus, "Forklift Certificates", answer_words)
+
+    second = _item(UNANSWERABLE, FORKLIFT, corpus=corpus)
+
+    assert second.question != first.question
+    _, other_words = _frame(second.question, "Forklift Certificates")
+    assert not _states(corpus, "Forklift Certificates", other_words)
+
+
+def test_unanswerable_fails_when_the_corpus_states_every_kind_of_fact():
+    words = sorted({w for _, answer_words in _UNANSWERABLE_FRAMES for w in answer_words})
+    stating = f"Forklift certificates: {', '.join(words)} are all listed in the annual report of the site."
+
+    outcome = _one(UNANSWERABLE, FORKLIFT, corpus=[FORKLIFT.text, stating])
+
+    assert isinstance(outcome, GenerationFailure)
+    assert "every kind of fact" in outcome.reason and "Forklift Certificates" in outcome.reason
+
+
+def test_unanswerable_without_a_topic_fails_with_a_reason():
+    chunk = _chunk("notes.txt#0", "Notes", "", "Short. Yes.")
+
+    outcome = _one(UNANSWERABLE, chunk)
+
+    assert isinstance(outcome, GenerationFailure) and "no topic" in outcome.reason
+
+
+def test_an_unanswerable_topic_falls_back_to_the_main_subject_without_a_heading():
+    chunk = _chunk("safety.md#9", "Warehouse Safety Standard", "",
+                   "Safety shoes of protection class S3 are mandatory on the warehouse floor and in the yard.")
+
+    item = _item(UNANSWERABLE, chunk, corpus=[chunk.text])
+
+    assert "safety shoes of protection class S3" in item.question
+
+
+# --- what it does not write -------------------------------------------------------------------------
+
+
+def test_reasoning_is_a_failure_with_a_reason_not_an_item():
+    assert REASONING not in OfflineGenerator.supported_types
+
+    outcome = _one(REASONING, CHUNKS["travel.md#0"])
+
+    assert isinstance(outcome, GenerationFailure)
+    assert outcome.reason == "the offline generator cannot write reasoning questions"
+
+
+def test_outcomes_come_back_one_per_task_in_order():
+    tasks = [_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"]),
+             _task(UNANSWERABLE, FORKLIFT), _task(SIMPLE, CHUNKS["oncall.md#0"])]
+
+    outcomes = OfflineGenerator(CORPUS + [FORKLIFT.text]).generate(tasks)
+
+    assert [type(o) for o in outcomes] == [QAItem, GenerationFailure, QAItem, QAItem]
+    assert [o.question_type if isinstance(o, QAItem) else o.task.question_type for o in outcomes] == [
+        SIMPLE, REASONING, UNANSWERABLE, SIMPLE]
+
+
+# --- stable ids -------------------------------------------------------------------------------------
+
+
+def _all_tasks() -> list[GenerationTask]:
+    return ([_task(SIMPLE, c) for c in CHUNKS.values()]
+            + [_task(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION), _task(UNANSWERABLE, FORKLIFT)])
 
 
 def test_qa_ids_are_stable_across_runs_and_unaffected_by_other_chunks():
-    chunks, clusters = _frames()
-    first = generate_offline(chunks, clusters, TITLES, max_items=40)
-    second = generate_offline(chunks.copy(), clusters.copy(), dict(TITLES), max_items=40)
+    corpus = MULTI_CORPUS + [FORKLIFT.text]
+    first = OfflineGenerator(corpus).generate(_all_tasks())
+    second = OfflineGenerator(list(corpus)).generate(_all_tasks())
+    third = OfflineGenerator(corpus + ["The new loading dock in Venlo opens at 06:00 on every working day."]).generate(_all_tasks())
 
-    extra = dict(CHUNKS)
-    extra["new.md#0"] = ("new.md", "New", 3, 1.0, "The new loading dock in Venlo opens at 06:00 on every working day.")
-    third = generate_offline(*_frames(extra), {**TITLES, "new.md": "New Dock"}, max_items=40)
-
-    assert [i.qa_id for i in first] == [i.qa_id for i in second]
-    assert [i.question for i in first] == [i.question for i in second]
-    ids_by_chunk = {i.gold_chunk_ids[0]: i.qa_id for i in first}
-    for item in third:
-        if item.gold_chunk_ids[0] in ids_by_chunk:
-            assert item.qa_id == ids_by_chunk[item.gold_chunk_ids[0]]
-    assert len({i.qa_id for i in first}) == len(first)
+    assert all(isinstance(o, QAItem) for o in first)
+    assert [(o.qa_id, o.question) for o in first] == [(o.qa_id, o.question) for o in second]
+    simple_ids = {o.gold_chunk_ids[0]: o.qa_id for o in first if o.question_type == SIMPLE}
+    assert {o.gold_chunk_ids[0]: o.qa_id for o in third if o.question_type == SIMPLE} == simple_ids
+    assert len({o.qa_id for o in first}) == len(first)
 
 
-def test_clusters_are_visited_round_robin():
-    chunks, clusters = _frames()
+def test_qa_id_depends_on_type_gold_chunks_and_normalised_question():
+    task = _task(SIMPLE, CHUNKS["travel.md#0"])
+    base = make_item(task, "How early must flights be booked?", "x y", "g", "v")
 
-    items = generate_offline(chunks, clusters, TITLES, max_items=3)
-
-    # Cluster 0 has four chunks and comes first, yet the first three items cover all three clusters.
-    assert sorted(i.source_cluster for i in items) == [0, 1, 2]
-    # Within a cluster, the chunk with the strongest membership goes first.
-    assert items[0].gold_chunk_ids == ["retention.md#0"]
-
-
-def test_round_robin_order_over_a_full_run():
-    chunks, clusters = _frames()
-
-    items = generate_offline(chunks, clusters, TITLES, max_items=40)
-
-    # Largest cluster first; then each cluster in turn until its queue is empty.
-    assert [i.source_cluster for i in items] == [0, 1, 2, 0, 1, 0, 0]
-    cluster0 = [i.gold_chunk_ids[0] for i in items if i.source_cluster == 0]
-    assert cluster0 == ["retention.md#0", "retention.md#1", "retention.md#2", "retention.md#3"]
+    assert make_item(task, "  how early MUST flights be booked  ", "other", "g2", "v2").qa_id == base.qa_id
+    assert make_item(task, "How late must flights be booked?", "x y", "g", "v").qa_id != base.qa_id
+    assert make_item(_task(SIMPLE, CHUNKS["oncall.md#0"]), base.question, "x y", "g", "v").qa_id != base.qa_id
+    assert make_item(_task(REASONING, CHUNKS["travel.md#0"]), base.question, "x y", "g", "v").qa_id != base.qa_id
 
 
-@pytest.mark.parametrize("max_items", [0, 1, 2, 5])
-def test_max_items_is_respected(max_items):
-    chunks, clusters = _frames()
-
-    items = generate_offline(chunks, clusters, TITLES, max_items=max_items)
-
-    assert len(items) == max_items
-
-
-def test_chunks_without_a_factual_sentence_give_no_item():
-    assert question_for_chunk({"chunk_id": "x#0", "text": "Short. Too short. Yes.", "cluster_id": 0}, "T") is None
-    # A long sentence without a final full stop is not a checkable fact either.
-    assert question_for_chunk(
-        {"chunk_id": "x#1", "text": "Which of the eight warehouses in the region handle frozen goods today?", "cluster_id": 0},
-        "T",
-    ) is None
-
-    chunks, clusters = _frames({
-        "a.md#0": ("a.md", "A", 0, 1.0, "Short. Too short."),
-        "a.md#1": ("a.md", "B", 0, 0.5, "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday."),
-    })
-    items = generate_offline(chunks, clusters, {"a.md": "A"}, max_items=5)
-    assert [i.gold_chunk_ids for i in items] == [["a.md#1"]]
-
-
-def test_title_falls_back_to_doc_id():
-    chunks, clusters = _frames()
-
-    items = generate_offline(chunks, clusters, {}, max_items=40)
-
-    quantity = [i for i in items if i.template == "quantity"]
-    assert quantity
-    for item in quantity:
-        assert f'"{item.gold_chunk_ids[0].split("#")[0]}"' in item.question
-
-
-def test_items_frame_has_one_row_per_item_and_drops_extra():
-    chunks, clusters = _frames()
-    items = generate_offline(chunks, clusters, TITLES, max_items=40)
+def test_item_and_failure_frames_have_their_columns():
+    outcomes = OfflineGenerator(CORPUS).generate([_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"])])
+    items = [o for o in outcomes if isinstance(o, QAItem)]
+    failures = [o for o in outcomes if isinstance(o, GenerationFailure)]
 
     frame = items_frame(items)
+    assert list(frame.columns) == ITEM_COLUMNS and frame["qa_id"].tolist() == [items[0].qa_id]
+    assert items_frame([]).empty and list(items_frame([]).columns) == ITEM_COLUMNS
+    rejected = failures_frame(failures)
+    assert rejected["stage"].tolist() == ["generation"]
+    assert rejected["reason"].tolist() == [failures[0].reason]
+    assert rejected["qa_id"].iloc[0] == f"task-{failures[0].task.task_id}"
+    assert rejected["source_chunk_ids"].iloc[0] == ["travel.md#0"]
 
-    assert len(frame) == len(items)
-    assert "extra" not in frame.columns
-    assert set(frame.columns) == set(QAItem.__dataclass_fields__) - {"extra"}
-    assert frame["qa_id"].tolist() == [i.qa_id for i in items]
-    assert items_frame([]).empty and "qa_id" in items_frame([]).columns
+
+# --- the driver -------------------------------------------------------------------------------------
+
+
+class FakeGenerator:
+    """A fake generator for the driver tests: writes an item for every task except those of the chunks in
+    `fail_on`, and records the batches it was given. `mode` makes it misbehave on purpose."""
+
+    name = "fake"
+    prompt_version = "fake-v1"
+    supported_types = (SIMPLE, UNANSWERABLE)
+
+    def __init__(self, fail_on: set[str] = frozenset(), mode: str = "ok"):
+        self.fail_on, self.mode = set(fail_on), mode
+        self.batches: list[list[GenerationTask]] = []
+
+    def generate(self, tasks: list[GenerationTask]):
+        self.batches.append(list(tasks))
+        if self.mode == "nothing":
+            return []
+        if self.mode == "retype":  # items of another type than the task asked for
+            return [make_item(GenerationTask(REASONING, t.chunks, 0), "Why would that be so?", "Because.", self.name, "v")
+                    for t in tasks]
+        outcomes = []
+        for task in tasks:
+            chunk_id = task.chunks[0].chunk_id
+            if chunk_id in self.fail_on:
+                outcomes.append(GenerationFailure(task, self.name, f"fake failure on {chunk_id}"))
+            else:
+                outcomes.append(make_item(task, f"What does {chunk_id} say?", f"It says {chunk_id}.", self.name, self.prompt_version))
+        return outcomes
+
+    @property
+    def tried(self) -> list[str]:
+        return [t.chunks[0].chunk_id for batch in self.batches for t in batch]
+
+
+def _candidates(question_type: str, n: int, prefix: str = "c") -> list[GenerationTask]:
+    return [_task(question_type, _chunk(f"{prefix}.md#{i}", "T", "", f"text {i}")) for i in range(n)]
+
+
+def test_driver_stops_at_the_planned_count():
+    generator = FakeGenerator()
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 2, 2)], {SIMPLE: _candidates(SIMPLE, 5)})
+
+    assert [i.source_chunk_ids[0] for i in items] == ["c.md#0", "c.md#1"]
+    assert generator.tried == ["c.md#0", "c.md#1"]  # no task beyond what the plan needs
+    assert failures == []
+
+
+def test_driver_tries_the_next_candidate_when_the_generator_fails():
+    generator = FakeGenerator(fail_on={"c.md#0", "c.md#2"})
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 2, 2)], {SIMPLE: _candidates(SIMPLE, 6)})
+
+    assert [i.source_chunk_ids[0] for i in items] == ["c.md#1", "c.md#3"]
+    assert [f.reason for f in failures] == ["fake failure on c.md#0", "fake failure on c.md#2"]
+    assert generator.tried == ["c.md#0", "c.md#1", "c.md#2", "c.md#3"]
+
+
+def test_driver_gives_up_after_a_bounded_number_of_tries():
+    candidates = _candidates(SIMPLE, 50)
+    generator = FakeGenerator(fail_on={t.chunks[0].chunk_id for t in candidates})
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 2, 2)], {SIMPLE: candidates})
+
+    assert items == []
+    assert len(generator.tried) == len(failures) == MAX_TRIES_PER_ITEM * 2
+    assert len(set(generator.tried)) == len(generator.tried)  # never the same task twice
+
+
+def test_driver_with_fewer_candidates_than_planned_writes_what_it_can():
+    items, failures = generate_items(FakeGenerator(), [TypePlan(SIMPLE, 5, 5)], {SIMPLE: _candidates(SIMPLE, 2)})
+
+    assert len(items) == 2 and failures == []
+
+
+def test_driver_works_on_all_types_at_once_and_skips_unplanned_ones():
+    generator = FakeGenerator(fail_on={"s.md#0"})
+    plans = [TypePlan(SIMPLE, 2, 2), TypePlan(REASONING, 1, 0), TypePlan(UNANSWERABLE, 1, 1)]
+    candidates = {SIMPLE: _candidates(SIMPLE, 4, "s"), REASONING: _candidates(REASONING, 4, "r"),
+                  UNANSWERABLE: _candidates(UNANSWERABLE, 4, "u")}
+
+    items, failures = generate_items(generator, plans, candidates)
+
+    # round 1: both planned types together; round 2: the simple item that failed is replaced
+    assert [[t.chunks[0].chunk_id for t in batch] for batch in generator.batches] == [
+        ["s.md#0", "s.md#1", "u.md#0"], ["s.md#2"]]
+    assert sorted((i.question_type, i.source_chunk_ids[0]) for i in items) == [
+        (SIMPLE, "s.md#1"), (SIMPLE, "s.md#2"), (UNANSWERABLE, "u.md#0")]
+    assert [f.task.chunks[0].chunk_id for f in failures] == ["s.md#0"]
+    assert not any(t.question_type == REASONING for batch in generator.batches for t in batch)
+
+
+def test_driver_records_a_failure_for_every_task_the_generator_returned_nothing_for():
+    generator = FakeGenerator(mode="nothing")
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 2, 2)], {SIMPLE: _candidates(SIMPLE, 10)})
+
+    assert items == []
+    assert len(failures) == len(generator.tried) == MAX_TRIES_PER_ITEM * 2
+    assert [f.task.chunks[0].chunk_id for f in failures] == generator.tried
+    assert all(f.generator == "fake" and "no outcome" in f.reason for f in failures)
+
+
+def test_driver_turns_items_of_the_wrong_type_into_failures():
+    generator = FakeGenerator(mode="retype")
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 1, 1), TypePlan(UNANSWERABLE, 1, 1)],
+                                     {SIMPLE: _candidates(SIMPLE, 2, "s"), UNANSWERABLE: _candidates(UNANSWERABLE, 2, "u")})
+
+    assert items == []
+    assert len(failures) == len(generator.tried) == 4  # every candidate tried, none lost
+    assert {f.reason for f in failures} == {
+        "the generator returned a reasoning item for a simple task",
+        "the generator returned a reasoning item for a unanswerable task",
+    }
