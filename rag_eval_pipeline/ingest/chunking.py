@@ -122,9 +122,10 @@ def _heading_of(line: str, previous: str, typical_width: int, doc_format: str) -
     match = _MD_HEADING.match(line)
     if match and doc_format in ("markdown", "text"):
         return match.group(2).strip()
-    if doc_format == "pdf":
-        # PDF text has no markup. A heading reads as a short capitalised line with no punctuation,
-        # standing after a finished sentence and clearly narrower than the page's wrapped lines.
+    if doc_format in ("pdf", "text"):
+        # PDF and plain text have no markup (a text file may still use "#"). A heading reads as a short
+        # capitalised line with no punctuation, standing after a finished sentence or a blank line and
+        # clearly narrower than the wrapped lines; otherwise a title runs into the first sentence.
         stripped = line.strip()
         words = stripped.split()
         after_sentence = not previous or previous[-1] in ".!?:"

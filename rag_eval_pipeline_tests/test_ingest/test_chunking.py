@@ -312,3 +312,20 @@ def test_pdf_words_hyphenated_across_lines_are_joined():
 
     assert "adip- iscing" not in joined
     assert "adipiscing" in joined
+
+
+def test_plain_text_title_and_section_lines_are_headings_not_part_of_a_sentence(tmp_path):
+    text = (
+        "Loading dock\n\n"
+        "The loading dock in Venlo opens at 06:00 on every working day of the year.\n\n"
+        "Night shifts\n\n"
+        "Night shifts end at 22:00, after which the yard gate is locked by the security team.\n"
+    )
+    document = _markdown(tmp_path, "dock.txt", text)
+
+    chunks = chunk_document(document, ChunkingConfig())
+
+    by_heading = {c.heading: c.text for c in chunks}
+    assert by_heading["Night shifts"].startswith("Night shifts end at 22:00")
+    assert all(not c.text.startswith("Loading dock The") for c in chunks)
+    assert any(c.text.startswith("The loading dock in Venlo") for c in chunks)
