@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     demo = commands.add_parser("demo", help="register the demo tenant and run the whole lineage for it")
+    demo.add_argument("--version", default=DEMO_VERSION,
+                      help="dataset version; a new one re-synthesizes the (immutable) golden set")
     _add_candidate_args(demo)
     demo.set_defaults(handler=_demo)
 
@@ -125,8 +127,8 @@ def _run(args) -> int:
 
 def _demo(args) -> int:
     instance = local_instance()
-    key = register_partition(instance, DEMO_TENANT, DEMO_VERSION)
-    args.tenant, args.version, args.job = DEMO_TENANT, DEMO_VERSION, "full_pipeline"
+    key = register_partition(instance, DEMO_TENANT, args.version)
+    args.tenant, args.job = DEMO_TENANT, "full_pipeline"
     status = _execute(instance, key, args)
     if status == 0:
         print("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
