@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
 from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
@@ -43,32 +43,27 @@ SYSTEM = (
     "Use only the passages you are given. Answer only with JSON that follows the schema."
 )
 
-# No literal question mark in the prompts: small models copy the instructions into the question,
-# and a copied '?' would make the copy look like a question.
-QUESTION_RULE = "a single short sentence that ends with a question mark and does not contain its answer."
+# Short, plain instructions: small models copy long rule prose into their reply, and run on.
+# No literal question mark in them either, or a copied rule would look like a question.
+ENDS_WITH_QUESTION_MARK = " The question ends with a question mark and does not contain the answer."
 
 INSTRUCTIONS = {
     SIMPLE: (
-        "Pick one statement of the PASSAGE.\n"
-        "answer: that statement, copied in the passage's own words.\n"
-        f"question: a question that this statement answers, {QUESTION_RULE}"
+        "Copy one sentence of the PASSAGE as the answer, in the passage's own words. "
+        "Then write the question that this sentence answers." + ENDS_WITH_QUESTION_MARK
     ),
     REASONING: (
-        "Write a question whose answer needs two or more facts of the PASSAGE combined by a step of reasoning: "
-        "comparing them, computing from them, or applying a rule of the passage to a concrete case.\n"
-        "answer: the conclusion, then the facts of the passage it rests on.\n"
-        f"question: {QUESTION_RULE}"
+        "Write a question that needs two or more facts of the PASSAGE and one step of reasoning: compare them, "
+        "compute with them, or apply a rule to a case. The answer gives the conclusion and the facts it uses."
+        + ENDS_WITH_QUESTION_MARK
     ),
     MULTI_CONTEXT: (
-        "The PASSAGES below may come from different documents. Write a question that can only be answered "
-        "with facts from every one of them.\n"
-        "answer: the answer, using a fact from each passage.\n"
-        f"question: {QUESTION_RULE}"
+        "Write a question that needs a fact from each of the PASSAGES (they may come from different documents). "
+        "The answer uses all of them." + ENDS_WITH_QUESTION_MARK
     ),
     UNANSWERABLE: (
-        "Write a question that a reader of these documents might plausibly ask about the topic of the PASSAGE, "
-        "but that the passage does NOT answer: it asks for a detail the passage does not give.\n"
-        f"question: {QUESTION_RULE}"
+        "Write a question on the topic of the PASSAGE that a reader of these documents might ask, "
+        "but that the PASSAGE does not answer. The question ends with a question mark."
     ),
 }
 
@@ -77,24 +72,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# maxLength becomes part of a llama.cpp or vLLM grammar: a runaway string is cut short (and then fails
-# our checks at once) instead of running to max_tokens and being retried. The bounds sit above the
-# word limits (about 7 characters a word), so the word checks below stay the ones that bite.
-_QUESTION = Field(max_length=600)
-_ANSWER = Field(max_length=1200)
+# No maxLength bounds in the schemas: llama-cpp-python expands maxLength into nested grammar rules and
+# its server process dies on a bound above about 1000 characters, and strict json_schema servers may
+# reject the keyword. Runaway strings are bounded by max_tokens instead (a truncated reply fails).
 
 
 class AnswerAndQuestion(_Strict):
     # The answer comes first: choosing the fact, then asking for it, is easier for a model than
     # asking first and hoping the passage answers; small models also run away less in this order.
-    answer: str = _ANSWER
-    question: str = _QUESTION
+    answer: str
+    question: str
 
 
 class QuestionOnly(_Strict):
     """Unanswerable questions: the ground truth is always REFUSAL, so the model writes no answer."""
 
-    question: str = _QUESTION
+    question: str
 
 
 class GeneratorUnavailable(JudgeUnavailable):
