@@ -81,6 +81,8 @@ def synthetic_qa(
             items,
             ["qa_id", "question_type", "question", "ground_truth"],
             generator=generator.name,
+            # Calls, tokens and cache hits of an LLM generator; the offline one makes no calls.
+            generator_usage=getattr(generator, "usage", None) or {},
             generation_failures=len(failures),
             plan=plan.to_markdown(index=False),
         ),

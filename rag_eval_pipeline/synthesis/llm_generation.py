@@ -105,11 +105,11 @@ class LLMGenerator:
     def __init__(self, llm: StructuredLLM):
         self.llm = llm
         self.name = f"llm:{llm.settings.model}"
-        # StructuredLLM usage summed over the last generate() (calls, cache_hits, tokens, retries).
+        # StructuredLLM usage summed over every generate() of this generator (calls, cache_hits,
+        # tokens, retries): the synthesis driver calls it once per round of tasks.
         self.usage: dict[str, int] = {}
 
     def generate(self, tasks: list[GenerationTask]) -> list[Outcome]:
-        self.usage = {}
         try:
             return asyncio.run(self._generate_all(tasks))
         except JudgeMisconfigured as error:

@@ -25,10 +25,12 @@ def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, 
     scores = result.output_for_node("metric_scores")
     assert set(scores["judge"]) == {f"llm:{llama_server.model}:decomposed"}
     faithfulness = scores[scores["metric"] == "faithfulness"]
-    assert len(faithfulness) == 3
+    # The LLM judge also verified the golden set (SmolLM2 is near chance there): one row per kept item.
+    golden = result.output_for_node("golden_set")
+    assert len(faithfulness) == len(golden) >= 1
     assert ((faithfulness["status"] == "ok") | (faithfulness["reason"] != "")).all()
 
     metadata = instance.get_latest_materialization_event(AssetKey("metric_scores")).asset_materialization.metadata
     usage = metadata["judge_usage"].value
-    assert usage["answer_statements"]["calls"] >= 3 and usage["answer_statements"]["prompt_tokens"] > 0
+    assert usage["answer_statements"]["calls"] >= len(golden) and usage["answer_statements"]["prompt_tokens"] > 0
     assert "faithfulness" in usage["answer_statements"]["serves"]
