@@ -8,12 +8,13 @@ raises, times out or returns a malformed output fails that item only; the run go
 from __future__ import annotations
 
 import importlib
-import json
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from rag_eval_pipeline.jsonl import read_json_lines
 
 Candidate = Callable[[str], dict]
 
@@ -108,15 +109,11 @@ def read_outputs_file(path: Path, items: list[dict]) -> list[CandidateOutput]:
     if not path.is_file():
         raise CandidateError(f"candidate outputs file {path} does not exist")
     by_key: dict[str, Any] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CandidateError(f"{path}:{number}: invalid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise CandidateError(f"{path}:{number}: expected a JSON object")
+    try:
+        records = read_json_lines(path)
+    except ValueError as error:
+        raise CandidateError(str(error)) from None
+    for record in records:
         by_key[str(record.get("qa_id") or record.get("question"))] = record
     outputs = []
     for item in items:

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
+from rag_eval_pipeline.jsonl import read_json_lines
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, ITEM_COLUMNS, REJECTED_COLUMNS, UNANSWERABLE, normalise
 from rag_eval_pipeline.text import sha256
 
@@ -94,17 +95,8 @@ def read_sheet(path: Path | str) -> pd.DataFrame:
     if suffix == ".csv":
         # utf-8-sig: spreadsheet programs often add a byte-order mark when they save.
         return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path} line {number}: expected a JSON object per line")
-        records.append(record)
+    # utf-8-sig here too: editors on Windows add a byte-order mark to JSON files as well.
+    records = read_json_lines(path, encoding="utf-8-sig")
     return pd.DataFrame(records).map(_text) if records else pd.DataFrame(columns=SHEET_COLUMNS)
 
 

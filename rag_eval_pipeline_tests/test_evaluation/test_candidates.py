@@ -157,13 +157,13 @@ def test_outputs_file_with_invalid_json_names_the_line(tmp_path):
     with pytest.raises(CandidateError) as error:
         read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
 
-    assert f"{path}:3:" in str(error.value) and "invalid JSON" in str(error.value)
+    assert f"{path} line 3:" in str(error.value) and "not valid JSON" in str(error.value)
 
 
 def test_outputs_file_line_that_is_not_an_object(tmp_path):
     path = _write_lines(tmp_path / "out.jsonl", ['["a", "list"]'])
 
-    with pytest.raises(CandidateError, match=":1: expected a JSON object"):
+    with pytest.raises(CandidateError, match="line 1: expected a JSON object"):
         read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
 
 

@@ -13,10 +13,7 @@ from rag_eval_pipeline.synthesis.items import (
     REJECTED_COLUMNS,
     SIMPLE,
     UNANSWERABLE,
-    GenerationTask,
-    SourceChunk,
     items_frame,
-    make_item,
 )
 from rag_eval_pipeline.synthesis.review import (
     CONTEXT_SEPARATOR,
@@ -29,6 +26,7 @@ from rag_eval_pipeline.synthesis.review import (
     review_sheet,
     write_sheet,
 )
+from rag_eval_pipeline_tests.synthesis_items import item_from
 
 # Commas, double quotes, line breaks and non-ASCII text: what breaks a naive CSV.
 CHUNKS = {
@@ -39,8 +37,7 @@ CHUNKS = {
 
 
 def _item(question_type, chunk_ids, question, ground_truth):
-    chunks = tuple(SourceChunk(c, c.split("#")[0], c.split(".")[0], "", CHUNKS[c]) for c in chunk_ids)
-    return make_item(GenerationTask(question_type, chunks, cluster_id=0), question, ground_truth, "offline-template", "p1")
+    return item_from(CHUNKS, question_type, chunk_ids, question, ground_truth)
 
 
 LOGS = _item(SIMPLE, ["retention.md#0"], 'How long are API request logs, not the "audit" log, retained?',

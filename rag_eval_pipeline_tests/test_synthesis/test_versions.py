@@ -14,10 +14,7 @@ from rag_eval_pipeline.synthesis.items import (
     REFUSAL,
     SIMPLE,
     UNANSWERABLE,
-    GenerationTask,
-    SourceChunk,
     items_frame,
-    make_item,
 )
 from rag_eval_pipeline.synthesis.versions import (
     DIFF_COLUMNS,
@@ -30,6 +27,7 @@ from rag_eval_pipeline.synthesis.versions import (
     read_manifest,
 )
 from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline_tests.synthesis_items import item_from
 
 CHUNKS = {
     "retention.md#0": "RouteWise API request logs are retained for 90 days and then deleted automatically.",
@@ -39,8 +37,7 @@ CHUNKS = {
 
 
 def _item(question_type, chunk_ids, question, ground_truth):
-    chunks = tuple(SourceChunk(c, c.split("#")[0], c.split(".")[0], "", CHUNKS[c]) for c in chunk_ids)
-    return make_item(GenerationTask(question_type, chunks, cluster_id=0), question, ground_truth, "offline-template", "p1")
+    return item_from(CHUNKS, question_type, chunk_ids, question, ground_truth)
 
 
 def _golden(items) -> pd.DataFrame:
