@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pandas as pd
 
+from rag_eval_pipeline.partitions import validate_name
 from rag_eval_pipeline.text import sha256
 from rag_eval_pipeline.warehouse import Warehouse
 
@@ -183,3 +185,15 @@ def diff_summary(diff: pd.DataFrame) -> dict[str, int]:
     """Counts of added, removed and edited items."""
     counts = diff["change"].value_counts()
     return {change: int(counts.get(change, 0)) for change in CHANGES}
+
+
+def latest_version(warehouse: Warehouse, tenant: str, among: set[str] | None = None) -> str | None:
+    """The tenant's most recently published golden-set version (only those `among`, if given), or None."""
+    tenant_dir = Path(warehouse.root) / validate_name("tenant", tenant)
+    manifests = [
+        read_manifest(warehouse, tenant, folder.name)
+        for folder in sorted(tenant_dir.glob("*/"))
+        if (folder / MANIFEST_FILE).is_file() and (among is None or folder.name in among)
+    ]
+    manifests = [m for m in manifests if m is not None]
+    return max(manifests, key=lambda m: (m.published_at, m.dataset_version)).dataset_version if manifests else None

@@ -1,0 +1,137 @@
+"""The pure core: scanning, fingerprints, the stable-file rule, version names, manifests, git."""
+
+import json
+import os
+import subprocess
+from datetime import datetime, timezone
+
+import pytest
+
+from rag_eval_pipeline.automation import inbox
+from rag_eval_pipeline.partitions import validate_name
+
+NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+
+
+def test_scan_skips_hidden_invalid_and_loose_files(tmp_path):
+    (tmp_path / "acme" / "sub").mkdir(parents=True)
+    (tmp_path / "acme" / "sub" / "a.md").write_text("hello")
+    (tmp_path / "acme" / ".a.md.swp").write_text("partial")
+    (tmp_path / "Bad Name").mkdir()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    scan = inbox.scan_root(tmp_path)
+    assert list(scan.tenants) == ["acme"]
+    assert list(scan.tenants["acme"]) == ["sub/a.md"] and scan.tenants["acme"]["sub/a.md"][0] == 5
+    assert "invalid tenant name 'Bad Name'" in scan.skipped["Bad Name"]
+    assert scan.skipped[".git"] == "hidden" and scan.skipped["notes.txt"] == "not a folder"
+
+
+def test_fingerprint_follows_content_and_paths_not_mtimes(tmp_path):
+    (tmp_path / "a.md").write_text("one")
+    before = inbox.fingerprint(tmp_path, ["a.md"])
+    os.utime(tmp_path / "a.md", ns=(1, 1))
+    assert inbox.fingerprint(tmp_path, ["a.md"]) == before
+    (tmp_path / "a.md").write_text("two")
+    assert inbox.fingerprint(tmp_path, ["a.md"]) != before
+    (tmp_path / "b.md").write_text("one")
+    assert inbox.fingerprint(tmp_path, ["b.md"]) != before  # same content, other path
+
+
+def test_unstable_files():
+    assert inbox.unstable_files(None, {"a": [1, 1]}) == ["a"]  # first sight: wait one tick
+    assert inbox.unstable_files({"a": [1, 1]}, {"a": [1, 1]}) == []
+    assert inbox.unstable_files({"a": [1, 1]}, {"a": [2, 1], "b": [1, 1]}) == ["a", "b"]
+
+
+def test_version_names_are_valid_and_sort_by_time():
+    first = inbox.version_name(NOW, "f" * 64)
+    later = inbox.version_name(NOW.replace(year=2026), "0" * 64)
+    assert first == "d20250304-050607-ffffffff" and validate_name("dataset version", first)
+    assert sorted([later, first]) == [first, later]
+
+
+def test_decide_tenant_waits_then_versions_then_rests(tmp_path):
+    (tmp_path / "a.md").write_text("hello")
+    listing = inbox.list_files(tmp_path)
+    first = inbox.decide_tenant(tmp_path, listing, None, {}, NOW)
+    assert first.action == "wait"
+    second = inbox.decide_tenant(tmp_path, listing, first.state, {}, NOW)
+    assert second.action == "new_version" and second.version.startswith("d20250304-050607-")
+    third = inbox.decide_tenant(tmp_path, listing, second.state, {second.version: second.fingerprint}, NOW)
+    assert third.action == "unchanged" and second.version in third.reason
+    # Documents already recorded by the schedule: no second version of them.
+    fresh = inbox.decide_tenant(tmp_path, listing, first.state, {"d1": second.fingerprint}, NOW)
+    assert fresh.action == "unchanged" and "d1" in fresh.reason
+
+
+def _manifest(folder, name, **fields):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(fields))
+    return folder / name
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"commit": "abcdef1", "entry": "reference"}, "missing field(s) tenant"),
+    ({"tenant": "ghost", "commit": "abcdef1", "entry": "reference"}, "unknown tenant 'ghost'"),
+    ({"tenant": "acme", "commit": "not-a-sha", "entry": "reference"}, "invalid commit 'not-a-sha'"),
+    ({"tenant": "acme", "commit": "abcdef1"}, "exactly one of 'entry' or 'outputs' (got neither)"),
+    ({"tenant": "acme", "commit": "abcdef1", "entry": "reference", "outputs": "o.jsonl"}, "(got entry, outputs)"),
+    ({"tenant": "acme", "commit": "abcdef1", "entry": "no colon"}, "invalid entry 'no colon'"),
+    ({"tenant": "acme", "commit": "abcdef1", "outputs": "missing.jsonl"}, "does not exist"),
+    ({"tenant": "acme", "commit": "abcdef1", "outputs": "answers.csv"}, "expected a path to a .jsonl file"),
+])
+def test_manifest_errors_name_file_and_reason(tmp_path, fields, message):
+    path = _manifest(tmp_path, "m.json", **fields)
+    with pytest.raises(inbox.ManifestError) as error:
+        inbox.parse_manifest(path, {"acme"})
+    assert str(error.value).startswith("m.json: ") and message in str(error.value)
+
+
+def test_malformed_json_and_good_manifests(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(inbox.ManifestError, match="bad.json: malformed JSON"):
+        inbox.parse_manifest(tmp_path / "bad.json", {"acme"})
+    (tmp_path / "out.jsonl").write_text("")
+    good = inbox.parse_manifest(_manifest(tmp_path, "o.json", tenant="acme", commit="abcdef1", outputs="out.jsonl"), {"acme"})
+    assert good.candidate == str((tmp_path / "out.jsonl").resolve()) and good.run_key == "acme:abcdef1"
+    entry = inbox.parse_manifest(_manifest(tmp_path, "e.json", tenant="acme", commit="abcdef1", entry="pkg.mod:fn"), {"acme"})
+    assert entry.candidate == "pkg.mod:fn"
+
+
+def git(repo, *args):
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def make_repo(path):
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return commit(path, "first")
+
+
+def commit(repo, message):
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def test_new_commits_after_the_cursor(tmp_path):
+    repo = tmp_path / "repo"
+    first = make_repo(repo)
+    assert inbox.new_commits(repo, "main", None) == [first]
+    second, third = commit(repo, "2"), commit(repo, "3")
+    assert inbox.new_commits(repo, "main", first) == [second, third]
+    assert inbox.new_commits(repo, "main", third) == []
+
+
+def test_git_errors_are_clear(tmp_path):
+    with pytest.raises(inbox.GitError, match="does not exist"):
+        inbox.new_commits(tmp_path / "nowhere", "main", None)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(inbox.GitError, match="is not a git repository"):
+        inbox.new_commits(tmp_path / "plain", "main", None)
+    make_repo(tmp_path / "repo")
+    with pytest.raises(inbox.GitError, match="branch 'release' not found"):
+        inbox.new_commits(tmp_path / "repo", "release", None)
