@@ -20,6 +20,8 @@ from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
 from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
+from rag_eval_pipeline.reporting.compare import DEFAULT_TOLERANCE
+from rag_eval_pipeline.reporting.gate import ERROR, REGRESSED as BLOCKED, exit_code, write_junit
 from rag_eval_pipeline.synthesis import pipeline as synthesis_pipeline
 from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
 from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
@@ -27,6 +29,7 @@ from rag_eval_pipeline.synthesis.pipeline import parse_mix
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.review_cli import add_commands
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
+from rag_eval_pipeline.synthesis.versions import latest_version
 from rag_eval_pipeline.warehouse import Warehouse
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
@@ -85,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     synthesize.add_argument("--drop-on-retrieval-miss", action="store_true")
     _add_llm_args(synthesize)
     synthesize.set_defaults(handler=_synthesize)
+    gate = commands.add_parser(
+        "gate", help="audit a candidate commit against the tenant's baseline: exit 0 pass, 1 regression, 2 error"
+    )
+    gate.add_argument("--tenant", required=True)
+    gate.add_argument("--candidate", required=True, metavar="COMMIT", help="the candidate's commit sha")
+    source = gate.add_mutually_exclusive_group()
+    source.add_argument("--entry", help="'module:function' of the candidate pipeline (default: the reference candidate)")
+    source.add_argument("--outputs", help="a .jsonl of precomputed outputs")
+    gate.add_argument("--version", help="golden-set version (default: the tenant's latest published one)")
+    gate.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="largest allowed drop of a mean")
+    gate.add_argument("--junit", type=Path, help="also write the verdict per metric as JUnit XML")
+    gate.set_defaults(handler=_gate)
     add_commands(commands)  # diff, review export, review import
     return parser
 
@@ -135,11 +150,39 @@ def _demo(args) -> int:
     return status
 
 
+def _gate(args) -> int:
+    instance = local_instance()
+    warehouse = Warehouse(settings.warehouse_root())
+    version = args.version or latest_version(warehouse, args.tenant)
+    if version is None:
+        print(f"error: tenant {args.tenant!r} has no published golden set yet: run its synthesis job first", file=sys.stderr)
+        return ERROR
+    key = require_registered(instance, args.tenant, version)
+    run = argparse.Namespace(
+        tenant=args.tenant, version=version, job="audit", candidate=args.entry or args.outputs or "reference",
+        commit=args.candidate, promote_baseline=False, tolerance=args.tolerance,
+    )
+    if _execute(instance, key, run) == ERROR:  # a blocked run still wrote its report: the verdict decides
+        return ERROR
+    report = warehouse.read(args.tenant, version, "regression_report")
+    verdict = str(report["verdict_overall"].iloc[0])
+    failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
+    if args.junit:
+        print(f"JUnit XML: {write_junit(report, f'rag-eval gate {args.tenant}/{version}', args.junit)}")
+    print(f"gate: {verdict.upper()} for commit {args.candidate} on {args.tenant}/{version}"
+          + (f"; regressed: {', '.join(failing)}" if failing else ""))
+    print(f"report: {warehouse.partition_dir(args.tenant, version) / 'regression_report.md'}")
+    return exit_code(verdict)
+
+
 def _execute(instance, key, args) -> int:
+    report_config = {"promote_to_baseline": args.promote_baseline}
+    if getattr(args, "tolerance", None) is not None:
+        report_config["tolerance"] = args.tolerance
     run_config = {
         "ops": {
             "candidate_outputs": {"config": {"candidate": args.candidate, "commit": args.commit}},
-            "regression_report": {"config": {"promote_to_baseline": args.promote_baseline}},
+            "regression_report": {"config": report_config},
         },
         # Dagster's own step events stay in the run log (and the UI); the terminal shows warnings.
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
@@ -150,15 +193,20 @@ def _execute(instance, key, args) -> int:
     started = time.perf_counter()
     result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=key, raise_on_error=False)
     elapsed = time.perf_counter() - started
-    if not result.success:
-        for event in result.all_events:
-            if event.is_step_failure:
-                print(f"error in {event.step_key}: {_root_cause(event.step_failure_data.error)}", file=sys.stderr)
-        _print_failed_checks(result)
-        print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
-        return 2
-    _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
-    return 0
+    if result.success:
+        _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
+        return 0
+    failed_checks = _print_failed_checks(result)
+    failed_steps = [event for event in result.all_events if event.is_step_failure]
+    if failed_checks and all(_is_check_step(event.step_key, failed_checks) for event in failed_steps):
+        # Every asset ran; a blocking check said no (a regression, a golden set that fails its suite).
+        _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
+        print(f"run {result.run_id} blocked by {', '.join(sorted(failed_checks))}", file=sys.stderr)
+        return BLOCKED
+    for event in failed_steps:
+        print(f"error in {event.step_key}: {_root_cause(event.step_failure_data.error)}", file=sys.stderr)
+    print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
+    return ERROR
 
 
 def _evaluate(args) -> int:
@@ -241,14 +289,21 @@ def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 3
     return results
 
 
-def _print_failed_checks(result) -> None:
-    """A blocking check stops the run; say which expectations failed, not only that one did."""
+def _print_failed_checks(result) -> set[str]:
+    """A blocking check stops the run; say which checks failed and why. Returns their names."""
+    failed = set()
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
-            failures = evaluation.metadata.get("failures")
+            failed.add(evaluation.asset_check_key.name)
             print(f"check {evaluation.asset_check_key.name} on {evaluation.asset_key.to_user_string()} failed:", file=sys.stderr)
-            if failures is not None:
-                print(failures.value, file=sys.stderr)
+            for name in ("failures", "failing_metrics"):
+                if name in evaluation.metadata:
+                    print(evaluation.metadata[name].value, file=sys.stderr)
+    return failed
+
+
+def _is_check_step(step_key: str, check_names: set[str]) -> bool:
+    return any(step_key == name or step_key.endswith(f"_{name}") for name in check_names)
 
 
 def _root_cause(error) -> str:

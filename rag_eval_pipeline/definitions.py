@@ -6,6 +6,8 @@ from dagster import Definitions, in_process_executor, load_assets_from_modules
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synthesis_job
+from rag_eval_pipeline.automation.schedules import SCHEDULES
+from rag_eval_pipeline.automation.sensors import SENSORS
 from rag_eval_pipeline.evaluation import assets as evaluation_assets
 from rag_eval_pipeline.ingest import assets as ingest_assets
 from rag_eval_pipeline.reporting import assets as reporting_assets
@@ -17,6 +19,7 @@ from rag_eval_pipeline.resources import (
 )
 from rag_eval_pipeline.resources.judge import judge_from_env
 from rag_eval_pipeline.synthesis import assets as synthesis_assets
+from rag_eval_pipeline.reporting.checks import REPORTING_CHECKS
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
 
@@ -39,8 +42,10 @@ def build_definitions() -> Definitions:
     """Definitions with resources at the locations the environment names now (see settings)."""
     return Definitions(
         assets=ALL_ASSETS,
-        asset_checks=SYNTHESIS_CHECKS,
+        asset_checks=[*SYNTHESIS_CHECKS, *REPORTING_CHECKS],
         jobs=[full_pipeline_job, synthesis_job, audit_job],
+        sensors=SENSORS,
+        schedules=SCHEDULES,
         resources=local_resources(settings.documents_root(), settings.warehouse_root()),
         # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
         executor=in_process_executor,

@@ -20,7 +20,7 @@ LINEAGE = {
     "golden_set": {"synthetic_qa", "document_chunks"},
     "candidate_outputs": {"golden_set", "document_chunks"},
     "metric_scores": {"golden_set", "candidate_outputs"},
-    "regression_report": {"metric_scores"},
+    "regression_report": {"metric_scores", "golden_set", "candidate_outputs"},
 }
 
 

@@ -71,6 +71,11 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     ).asset_materialization
     assert "Regression report: acme / v1" in materialization.metadata["report"].value
     assert materialization.partition == acme_key
+    html_path = materialization.metadata["report_html_path"].value
+    assert html_path.endswith("regression_report.html") and "<svg" in open(html_path, encoding="utf-8").read()
+    assert html_path in materialization.metadata["report"].value  # the CLI prints the Markdown, paths included
+    assert set(report[["delta_ci_low", "delta_ci_high", "tolerance"]].columns) == {"delta_ci_low", "delta_ci_high", "tolerance"}
+    assert warehouse.read("acme", "v1", "baseline_outputs")["qa_id"].tolist() == outputs["qa_id"].tolist()
 
 
 def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance, resources, tenant_dirs):
@@ -86,6 +91,9 @@ def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance,
     assert report.loc["hit_rate", "verdict"] == "regressed"
     assert report.loc["hit_rate", "delta"] < -0.05
     assert report.loc["faithfulness", "verdict"] == "regressed"
+    assert report.loc["hit_rate", "delta_ci_high"] < 0  # the whole interval is a drop
+    markdown = (Warehouse(tenant_dirs[1]).partition_dir("acme", "v1") / "regression_report.md").read_text()
+    assert "## Worst regressed items" in markdown and "(not stored)" not in markdown  # baseline answers kept
     # The baseline is still the first candidate: a blocked candidate is not promoted.
     baseline = Warehouse(tenant_dirs[1]).read("acme", "v1", "baseline_scores")
     assert set(baseline["commit"]) == {"base"}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from itertools import takewhile
 
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS, compare, render_markdown
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS, compare
+from rag_eval_pipeline.reporting.render import render_markdown
 
 
 def scores(by_metric: dict[str, list[float | None]]) -> pd.DataFrame:
@@ -193,7 +195,9 @@ def test_render_markdown_contains_the_verdict_and_every_metric():
     assert markdown.startswith("# Regression report: acme / v1\n")
     assert "**Verdict: BLOCK**" in markdown
     assert "- candidate commit: abc123" in markdown
-    table_lines = [line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| metric |"))
+    table_lines = list(takewhile(lambda line: line.startswith("| "), lines[start + 2:]))
     assert sorted(line.split("|")[1].strip() for line in table_lines) == ["faithfulness", "hit_rate", "mrr"]
     faith_line = next(line for line in table_lines if line.startswith("| faithfulness "))
     assert "0.720" in faith_line and "0.800" in faith_line and "-0.080" in faith_line and "regressed" in faith_line
@@ -207,7 +211,7 @@ def test_render_markdown_without_baseline_shows_na():
     markdown = render_markdown(comparison, "Report", {})
 
     assert f"**Verdict: {NO_BASELINE.upper()}**" in markdown
-    assert "| hit_rate | 1.000 | n/a | n/a | 1/2 | 50% | no baseline |" in markdown
+    assert "| hit_rate | 1.000 | n/a | n/a | 1/2 | 50% | 0.05 | no baseline |" in markdown
     assert "Regressed:" not in markdown
 
 

@@ -1,0 +1,87 @@
+"""`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML."""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
+
+
+@pytest.fixture
+def env(tmp_path, tenant_dirs):
+    documents_root, warehouse_root = tenant_dirs
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
+        "RAG_EVAL_WAREHOUSE": str(warehouse_root),
+        # The degraded candidate lives in the test package, importable from the repo root like a user's module.
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
+def _cli(env, *args):
+    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def synthesized(env):
+    assert _cli(env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
+    completed = _cli(env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis")
+    assert completed.returncode == 0, completed.stderr
+    return env
+
+
+def _junit(path: Path) -> dict[str, str]:
+    """Each metric's outcome in the JUnit file: passed, failure or skipped."""
+    suite = ET.parse(path).getroot()
+    return {case.get("name"): (case[0].tag if len(case) else "passed") for case in suite.iter("testcase")}
+
+
+def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, tmp_path):
+    first = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--junit", str(tmp_path / "first.xml"))
+    assert first.returncode == 0, first.stderr
+    assert "NO BASELINE YET" in first.stdout and "acme/v1" in first.stdout
+    assert set(_junit(tmp_path / "first.xml").values()) == {"skipped"}
+
+    same = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "same", "--junit", str(tmp_path / "same.xml"))
+    assert same.returncode == 0, same.stderr
+    assert "gate: PASS" in same.stdout
+    assert set(_junit(tmp_path / "same.xml").values()) == {"passed"}
+
+    worse = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
+                 "--junit", str(tmp_path / "worse.xml"))
+    assert worse.returncode == 1, worse.stderr
+    assert "gate: BLOCK" in worse.stdout and "hit_rate" in worse.stdout
+    assert "regression_report.md" in worse.stdout
+    outcomes = _junit(tmp_path / "worse.xml")
+    assert outcomes["hit_rate"] == "failure" and outcomes["faithfulness"] == "failure"
+
+
+def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
+    # A drop of at most 1 is tolerated: the means no longer block, but a metric the degraded candidate
+    # could not measure at all (no contexts to judge) still does.
+    loose = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
+                 "--tolerance", "1.0", "--junit", str(tmp_path / "loose.xml"))
+    assert loose.returncode == 1, loose.stderr
+    outcomes = _junit(tmp_path / "loose.xml")
+    assert outcomes["hit_rate"] == "passed" and outcomes["faithfulness"] == "passed"
+    assert outcomes["contextual_relevancy"] == "failure"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--tenant", "ghost", "--candidate", "c1"), "no published golden set"),
+    (("--tenant", "acme", "--candidate", "c1", "--entry", "no_such_module:answer"), "cannot import candidate module"),
+    (("--tenant", "acme", "--candidate", "c1", "--version", "v9"), "unknown dataset version"),
+])
+def test_errors_exit_2_with_a_message(synthesized, args, message):
+    completed = _cli(synthesized, "gate", *args)
+    assert completed.returncode == 2
+    assert message in completed.stderr
