@@ -23,8 +23,6 @@ from rag_eval_pipeline.partitions import PartitionNameError, register_partition,
 from rag_eval_pipeline.reporting.compare import DEFAULT_TOLERANCE
 from rag_eval_pipeline.reporting.gate import ERROR, REGRESSED as BLOCKED, exit_code, write_junit
 from rag_eval_pipeline.synthesis import pipeline as synthesis_pipeline
-from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
-from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
 from rag_eval_pipeline.synthesis.pipeline import parse_mix
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.review_cli import add_commands
@@ -239,11 +237,11 @@ def _synthesize(args) -> int:
     try:
         mix = parse_mix(args.types)
         judge, embedder = _cli_judge(args)
-        if args.generator == "llm":
-            generator = build_llm_generator(_llm_settings(args), args.cache)
-            make_generator = lambda chunks: generator  # noqa: E731
-        else:
-            make_generator = lambda chunks: OfflineGenerator(chunks["text"].tolist())  # noqa: E731
+        # The server settings are checked before the folder is read and embedded.
+        llm_settings = _llm_settings(args) if args.generator == "llm" else None
+        make_generator = lambda chunks: synthesis_pipeline.build_generator(  # noqa: E731
+            args.generator, chunks["text"].tolist(), lambda: llm_settings, args.cache
+        )
         result = synthesis_pipeline.from_folder(
             args.docs, make_generator, judge, embedder, args.n, mix,
             VerificationSettings(round_trip_k=args.round_trip_k, drop_on_retrieval_miss=args.drop_on_retrieval_miss),

@@ -8,7 +8,6 @@ from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
 from rag_eval_pipeline.synthesis import pipeline
-from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
 from rag_eval_pipeline.synthesis.versions import publish
@@ -70,7 +69,7 @@ def synthetic_qa(
 ) -> Output[pd.DataFrame]:
     tenant, version = split_key(context.partition_key)
     titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
-    generator = build_generator(config.generator, document_chunks, judge)
+    generator = pipeline.build_generator(config.generator, document_chunks["text"].tolist(), judge.llm_settings, judge.cache_path or None)
     items, failures, plan = pipeline.synthesize(document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix)
     store = warehouse.store()
     store.write(tenant, version, "generation_failures", failures)
@@ -87,16 +86,6 @@ def synthetic_qa(
             plan=plan.to_markdown(index=False),
         ),
     )
-
-
-def build_generator(kind: str, chunks: pd.DataFrame, judge: JudgeResource):
-    if kind == "offline":
-        return OfflineGenerator(chunks["text"].tolist())
-    if kind == "llm":
-        from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
-
-        return build_llm_generator(judge.llm_settings(), judge.cache_path or None)
-    raise ValueError(f"generator must be 'offline' or 'llm', got {kind!r}")
 
 
 class VerificationConfig(Config):

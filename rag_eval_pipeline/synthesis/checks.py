@@ -7,8 +7,6 @@ what follows) do not run in the same run, so no candidate is scored against a br
 # No `from __future__ import annotations` here: Dagster resolves resource and input types from the
 # live annotations of the check function.
 
-import warnings
-
 import pandas as pd
 from dagster import (
     AssetCheckExecutionContext,
@@ -16,7 +14,6 @@ from dagster import (
     AssetCheckSeverity,
     AssetIn,
     MetadataValue,
-    PreviewWarning,
     asset_check,
 )
 
@@ -29,9 +26,6 @@ PLAN_TABLE = "synthesis_plan"  # written by golden_set: question_type, requested
 # losing them all can be bad luck rather than a broken generator or verifier.
 MIN_PLANNED = 3
 
-# A partitioned asset check is a "preview" feature of Dagster 1.13 (dagster is pinned): without it the
-# check would run in a partitioned run but record one result for all (tenant, version) pairs.
-warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
 
 
 @asset_check(

@@ -15,11 +15,13 @@ import pandas as pd
 
 from rag_eval_pipeline.embeddings import Embedder
 from rag_eval_pipeline.evaluation.judge import Judge
+from rag_eval_pipeline.evaluation.llm_client import LLMSettings
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import Rejection, read_documents
 from rag_eval_pipeline.synthesis.clustering import cluster_chunks, cluster_labels
 from rag_eval_pipeline.synthesis.generation import generate_items
 from rag_eval_pipeline.synthesis.items import QUESTION_TYPES, Generator, failures_frame, items_frame
+from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX, candidate_tasks, plan_counts
 from rag_eval_pipeline.synthesis.test_nodes import rank_test_nodes
 from rag_eval_pipeline.synthesis.verification import VerificationSettings, verify_items
@@ -93,6 +95,17 @@ class FolderSynthesis:
     plan: pd.DataFrame
     rejected_documents: list[Rejection]
     n_chunks: int
+
+
+def build_generator(kind: str, chunk_texts: list[str], llm_settings: Callable[[], LLMSettings], cache_path: str | None) -> Generator:
+    """'offline' (templates, knows the corpus) or 'llm' (the server `llm_settings()` names, imported only then)."""
+    if kind == "offline":
+        return OfflineGenerator(chunk_texts)
+    if kind == "llm":
+        from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
+
+        return build_llm_generator(llm_settings(), cache_path)
+    raise ValueError(f"generator must be 'offline' or 'llm', got {kind!r}")
 
 
 def from_folder(folder: Path, make_generator: Callable[[pd.DataFrame], Generator], judge: Judge, embedder: Embedder,

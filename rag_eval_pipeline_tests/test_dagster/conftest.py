@@ -1,3 +1,24 @@
-"""The tenant fixtures (see tenant_fixtures.py)."""
+"""The tenant fixtures (see tenant_fixtures.py), and the environment of a `rag-eval` subprocess."""
+
+import os
+from pathlib import Path
+
+import pytest
 
 from rag_eval_pipeline_tests.tenant_fixtures import *  # noqa: F401,F403
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cli_env(tmp_path, tenant_dirs):
+    """`rag-eval` run as a user runs it, with every location moved into a temporary folder."""
+    documents_root, warehouse_root = tenant_dirs
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
+        "RAG_EVAL_WAREHOUSE": str(warehouse_root),
+        # Test candidates live in the test package, importable from the repo root like a user's module.
+        "PYTHONPATH": str(REPO_ROOT),
+    }

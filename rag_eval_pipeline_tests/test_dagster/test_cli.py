@@ -1,6 +1,5 @@
 """`rag-eval` as a user runs it: in a subprocess, with every location moved into a temporary folder."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +10,8 @@ RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 
 
 @pytest.fixture
-def env(tmp_path, tenant_dirs):
-    documents_root, warehouse_root = tenant_dirs
-    return {
-        **os.environ,
-        "DAGSTER_HOME": str(tmp_path / "home"),
-        "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
-        "RAG_EVAL_WAREHOUSE": str(warehouse_root),
-    }
+def env(cli_env):
+    return cli_env
 
 
 def _cli(env, *args):

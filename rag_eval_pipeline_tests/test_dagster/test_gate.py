@@ -1,6 +1,5 @@
 """`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML."""
 
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -9,21 +8,12 @@ from pathlib import Path
 import pytest
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
 
 
 @pytest.fixture
-def env(tmp_path, tenant_dirs):
-    documents_root, warehouse_root = tenant_dirs
-    return {
-        **os.environ,
-        "DAGSTER_HOME": str(tmp_path / "home"),
-        "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
-        "RAG_EVAL_WAREHOUSE": str(warehouse_root),
-        # The degraded candidate lives in the test package, importable from the repo root like a user's module.
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+def env(cli_env):
+    return cli_env
 
 
 def _cli(env, *args):
