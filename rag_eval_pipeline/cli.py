@@ -20,6 +20,8 @@ from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
 from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
+from rag_eval_pipeline.reporting.baseline_cli import add_commands as add_baseline_commands
+from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline.reporting.compare import DEFAULT_TOLERANCE
 from rag_eval_pipeline.reporting.gate import ERROR, REGRESSED as BLOCKED, exit_code, write_junit
 from rag_eval_pipeline.synthesis import pipeline as synthesis_pipeline
@@ -95,10 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--entry", help="'module:function' of the candidate pipeline (default: the reference candidate)")
     source.add_argument("--outputs", help="a .jsonl of precomputed outputs")
     gate.add_argument("--version", help="golden-set version (default: the tenant's latest published one)")
+    gate.add_argument("--baseline", metavar="COMMIT", help="an audited commit to compare with (default: the current baseline)")
     gate.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="largest allowed drop of a mean")
+    gate.add_argument("--branch", default="", help="the candidate's branch: a pass on the main branch promotes it")
+    gate.add_argument("--main-branch", default="main", help="the branch whose passing candidates become the baseline")
     gate.add_argument("--junit", type=Path, help="also write the verdict per metric as JUnit XML")
     gate.set_defaults(handler=_gate)
     add_commands(commands)  # diff, review export, review import
+    add_baseline_commands(commands)  # baseline show, baseline promote
     return parser
 
 
@@ -156,9 +162,16 @@ def _gate(args) -> int:
         print(f"error: tenant {args.tenant!r} has no published golden set yet: run its synthesis job first", file=sys.stderr)
         return ERROR
     key = require_registered(instance, args.tenant, version)
+    audited = BaselineStore(warehouse).audited_commits(args.tenant, version)
+    if args.baseline and args.baseline not in audited:
+        known = ", ".join(audited) or "none yet"
+        print(f"error: baseline commit {args.baseline!r} was never audited on {args.tenant}/{version} "
+              f"(audited commits: {known})", file=sys.stderr)
+        return ERROR
     run = argparse.Namespace(
         tenant=args.tenant, version=version, job="audit", candidate=args.entry or args.outputs or "reference",
         commit=args.candidate, promote_baseline=False, tolerance=args.tolerance,
+        baseline_commit=args.baseline or "", branch=args.branch, main_branch=args.main_branch,
     )
     if _execute(instance, key, run) == ERROR:  # a blocked run still wrote its report: the verdict decides
         return ERROR
@@ -169,14 +182,18 @@ def _gate(args) -> int:
         print(f"JUnit XML: {write_junit(report, f'rag-eval gate {args.tenant}/{version}', args.junit)}")
     print(f"gate: {verdict.upper()} for commit {args.candidate} on {args.tenant}/{version}"
           + (f"; regressed: {', '.join(failing)}" if failing else ""))
+    print(f"baseline: {report['baseline_commit'].iloc[0]}")
+    if report["promoted_to_baseline"].iloc[0]:
+        print(f"{args.candidate} is now the baseline: {report['promoted_to_baseline'].iloc[0]}")
     print(f"report: {warehouse.partition_dir(args.tenant, version) / 'regression_report.md'}")
     return exit_code(verdict)
 
 
 def _execute(instance, key, args) -> int:
     report_config = {"promote_to_baseline": args.promote_baseline}
-    if getattr(args, "tolerance", None) is not None:
-        report_config["tolerance"] = args.tolerance
+    for option in ("tolerance", "baseline_commit", "branch", "main_branch"):  # only the gate sets these
+        if getattr(args, option, None) is not None:
+            report_config[option] = getattr(args, option)
     run_config = {
         "ops": {
             "candidate_outputs": {"config": {"candidate": args.candidate, "commit": args.commit}},

@@ -13,8 +13,11 @@ class Warehouse:
     def __init__(self, root: Path | str):
         self.root = Path(root)
 
+    def tenant_dir(self, tenant: str) -> Path:
+        return self.root / validate_name("tenant", tenant)
+
     def partition_dir(self, tenant: str, dataset_version: str) -> Path:
-        return self.root / validate_name("tenant", tenant) / validate_name("dataset version", dataset_version)
+        return self.tenant_dir(tenant) / validate_name("dataset version", dataset_version)
 
     def table_path(self, tenant: str, dataset_version: str, name: str) -> Path:
         return self.partition_dir(tenant, dataset_version) / f"{name}.parquet"

@@ -193,6 +193,7 @@ class Candidate:
     commit: str
     candidate: str  # what CandidateSettings.candidate takes: 'reference', 'module:function' or a .jsonl path
     source: str  # the manifest file or the git branch it came from
+    branch: str = ""  # a pass on the main branch makes the candidate the tenant's baseline
 
     @property
     def run_key(self) -> str:
@@ -212,7 +213,7 @@ def validate_entry(entry) -> str:
 
 
 def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
-    """One manifest: {"tenant", "commit", and exactly one of "entry" or "outputs"}; ManifestError otherwise."""
+    """One manifest: {"tenant", "commit", exactly one of "entry" or "outputs", optional "branch"}; ManifestError otherwise."""
     path = Path(path)
     try:
         fields = json.loads(path.read_text(encoding="utf-8"))
@@ -234,18 +235,21 @@ def _candidate_from(fields: dict, path: Path, known_tenants: set[str]) -> Candid
     if tenant not in known_tenants:
         raise ManifestError(f"unknown tenant {tenant!r} (known: {', '.join(sorted(known_tenants)) or 'none'})")
     commit = validate_commit(fields["commit"])
+    branch = fields.get("branch", "")
+    if not isinstance(branch, str):
+        raise ManifestError(f"invalid branch {branch!r}: expected a string")
     given = [name for name in ("entry", "outputs") if name in fields]
     if len(given) != 1:
         raise ManifestError(f"give exactly one of 'entry' or 'outputs' (got {', '.join(given) or 'neither'})")
     if given == ["entry"]:
-        return Candidate(tenant, commit, validate_entry(fields["entry"]), path.name)
+        return Candidate(tenant, commit, validate_entry(fields["entry"]), path.name, branch)
     outputs = fields["outputs"]
     if not isinstance(outputs, str) or not outputs.endswith(".jsonl"):
         raise ManifestError(f"invalid outputs {outputs!r}: expected a path to a .jsonl file")
     resolved = (path.parent / outputs).resolve()  # relative paths are relative to the manifest
     if not resolved.is_file():
         raise ManifestError(f"outputs file {resolved} does not exist")
-    return Candidate(tenant, commit, str(resolved), path.name)
+    return Candidate(tenant, commit, str(resolved), path.name, branch)
 
 
 def manifest_files(folder: Path) -> dict[str, str]:

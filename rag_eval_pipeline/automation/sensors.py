@@ -141,9 +141,16 @@ def audit_run_request(candidate: inbox.Candidate, version: str) -> RunRequest:
         run_key=candidate.run_key,
         partition_key=partition_key(candidate.tenant, version),
         run_config={
-            "ops": {"candidate_outputs": {"config": {"candidate": candidate.candidate, "commit": candidate.commit}}}
+            "ops": {
+                "candidate_outputs": {"config": {"candidate": candidate.candidate, "commit": candidate.commit}},
+                "regression_report": {"config": {"branch": candidate.branch}},
+            }
         },
-        tags={"rag_eval/commit": candidate.commit, "rag_eval/candidate_source": candidate.source},
+        tags={
+            "rag_eval/commit": candidate.commit,
+            "rag_eval/candidate_source": candidate.source,
+            "rag_eval/branch": candidate.branch,
+        },
     )
 
 
@@ -231,7 +238,8 @@ def _follow_branch(followed, git_state, known, golden, run_requests, reasons) ->
         reasons.append(f"git branch {origin}: tenant {tenant!r} has no published golden set yet")
         return git_state
     for commit in commits:
-        run_requests.append(audit_run_request(inbox.Candidate(tenant, commit, entry, origin), version))
+        candidate = inbox.Candidate(tenant, commit, entry, origin, followed["branch"])
+        run_requests.append(audit_run_request(candidate, version))
     git_state["last_seen"] = commits[-1]
     return git_state
 

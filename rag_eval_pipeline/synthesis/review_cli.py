@@ -7,14 +7,13 @@ version (so the audit job can run on it), and a manifest naming its parent.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from rag_eval_pipeline import settings
+from rag_eval_pipeline.command_errors import exit_2_on_bad_input
 from rag_eval_pipeline.embeddings import Embedder
 from rag_eval_pipeline.evaluation.judge import OfflineJudge
 from rag_eval_pipeline.evaluation.tabular import write_table
@@ -35,7 +34,7 @@ def add_commands(subparsers) -> None:
     diff.add_argument("--from", dest="from_version", required=True, help="the older dataset version")
     diff.add_argument("--to", dest="to_version", required=True, help="the newer dataset version")
     diff.add_argument("--out", type=Path, help="also write the diff: .md, .csv, .jsonl or .parquet")
-    diff.set_defaults(handler=_reporting_errors(_diff))
+    diff.set_defaults(handler=exit_2_on_bad_input(_diff))
 
     review = subparsers.add_parser("review", help="export a golden set for human review, or import the decisions")
     actions = review.add_subparsers(dest="review_action", metavar="{export,import}", required=True)
@@ -44,27 +43,14 @@ def add_commands(subparsers) -> None:
     export.add_argument("--tenant", required=True)
     export.add_argument("--version", required=True, help="the dataset version to review")
     export.add_argument("--out", required=True, type=Path, help=".csv or .jsonl")
-    export.set_defaults(handler=_reporting_errors(_export))
+    export.set_defaults(handler=exit_2_on_bad_input(_export))
 
     imports = actions.add_parser("import", help="apply a filled-in review sheet as a new dataset version")
     imports.add_argument("--tenant", required=True)
     imports.add_argument("--version", required=True, help="the reviewed dataset version")
     imports.add_argument("--file", required=True, type=Path, help="the filled-in sheet, .csv or .jsonl")
     imports.add_argument("--new-version", required=True, help="the dataset version the review makes")
-    imports.set_defaults(handler=_reporting_errors(_import))
-
-
-def _reporting_errors(handler):
-    """Bad input ends in one clear line on stderr and exit status 2, not a traceback."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except (ValueError, FileNotFoundError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-
-    return run
+    imports.set_defaults(handler=exit_2_on_bad_input(_import))
 
 
 def _warehouse() -> Warehouse:

@@ -70,8 +70,36 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     (("--tenant", "ghost", "--candidate", "c1"), "no published golden set"),
     (("--tenant", "acme", "--candidate", "c1", "--entry", "no_such_module:answer"), "cannot import candidate module"),
     (("--tenant", "acme", "--candidate", "c1", "--version", "v9"), "unknown dataset version"),
+    (("--tenant", "acme", "--candidate", "c1", "--baseline", "ffff000"), "'ffff000' was never audited on acme/v1"),
 ])
 def test_errors_exit_2_with_a_message(synthesized, args, message):
     completed = _cli(synthesized, "gate", *args)
     assert completed.returncode == 2
     assert message in completed.stderr
+
+
+def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesized):
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
+    worse = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--branch", "main")
+    assert worse.returncode == 1 and "baseline: base" in worse.stdout and "now the baseline" not in worse.stdout
+    pull_request = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "pr", "--branch", "feature-x")
+    assert pull_request.returncode == 0 and "now the baseline" not in pull_request.stdout
+    merged = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "merged", "--branch", "main")
+    assert merged.returncode == 0
+    assert "merged is now the baseline: passed the gate on main" in merged.stdout
+
+    # Against the degraded commit, asked for by name, the reference candidate passes and nothing is promoted.
+    against_bad = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "fix", "--baseline", "bad")
+    assert against_bad.returncode == 0 and "baseline: bad" in against_bad.stdout
+
+    shown = _cli(synthesized, "baseline", "show", "--tenant", "acme")
+    assert shown.returncode == 0
+    lines = [line for line in shown.stdout.splitlines() if " v1 " in line]
+    assert [line.split()[2] for line in lines] == ["base", "merged"]
+    assert "audited on v1: bad, base, fix, merged, pr" in shown.stdout
+
+    assert _cli(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "pr").returncode == 0
+    after = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next")
+    assert "baseline: pr" in after.stdout
+    refused = _cli(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "ghost")
+    assert refused.returncode == 2 and "'ghost' was never audited" in refused.stderr

@@ -7,6 +7,7 @@ from dagster import materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
+from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
 from rag_eval_pipeline.warehouse import Warehouse
 
@@ -64,7 +65,8 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     report = read("regression_report")
     assert set(report["metric"]) == set(ALL_METRICS)
     assert (report["verdict_overall"] == NO_BASELINE).all()
-    assert warehouse.exists("acme", "v1", "baseline_scores")
+    baselines = BaselineStore(warehouse)
+    assert (baselines.current("acme", "v1").commit, baselines.current("acme", "v1").reason) == ("c1", FIRST_RUN)
 
     materialization = instance.get_latest_materialization_event(
         __import__("dagster").AssetKey("regression_report")
@@ -75,7 +77,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     assert html_path.endswith("regression_report.html") and "<svg" in open(html_path, encoding="utf-8").read()
     assert html_path in materialization.metadata["report"].value  # the CLI prints the Markdown, paths included
     assert set(report[["delta_ci_low", "delta_ci_high", "tolerance"]].columns) == {"delta_ci_low", "delta_ci_high", "tolerance"}
-    assert warehouse.read("acme", "v1", "baseline_outputs")["qa_id"].tolist() == outputs["qa_id"].tolist()
+    assert baselines.audited("acme", "v1", "c1")[1]["qa_id"].tolist() == outputs["qa_id"].tolist()
 
 
 def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance, resources, tenant_dirs):
@@ -95,8 +97,44 @@ def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance,
     markdown = (Warehouse(tenant_dirs[1]).partition_dir("acme", "v1") / "regression_report.md").read_text()
     assert "## Worst regressed items" in markdown and "(not stored)" not in markdown  # baseline answers kept
     # The baseline is still the first candidate: a blocked candidate is not promoted.
-    baseline = Warehouse(tenant_dirs[1]).read("acme", "v1", "baseline_scores")
-    assert set(baseline["commit"]) == {"base"}
+    baselines = BaselineStore(Warehouse(tenant_dirs[1]))
+    assert baselines.current("acme", "v1").commit == "base"
+    assert baselines.audited_commits("acme", "v1") == ["bad", "base", "same-again"]  # every audit is kept
+
+
+def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(acme_key, instance, resources, tenant_dirs):
+    baselines = BaselineStore(Warehouse(tenant_dirs[1]))
+    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+    on_branch = _run(AUDIT, acme_key, instance, resources, commit="pr-1", branch="feature-x")
+    assert on_branch.output_for_node("regression_report")["promoted_to_baseline"].iloc[0] == ""
+    assert baselines.current("acme", "v1").commit == "base"
+
+    on_main = _run(AUDIT, acme_key, instance, resources, commit="merged", branch="main")
+    assert on_main.output_for_node("regression_report")["promoted_to_baseline"].iloc[0] == "passed the gate on main"
+    assert [p.commit for p in baselines.history("acme", "v1")] == ["base", "merged"]
+
+    worse = _run(AUDIT, acme_key, instance, resources, candidate="rag_eval_pipeline_tests.candidates:no_retrieval",
+                 commit="bad", branch="main")
+    assert worse.output_for_node("regression_report")["verdict_overall"].iloc[0] == BLOCK
+    assert baselines.current("acme", "v1").commit == "merged"  # a blocked candidate on main is not promoted
+
+    # Compared with an explicitly named older commit, the degraded one is the baseline and the reference improves.
+    against_bad = _run(AUDIT, acme_key, instance, resources, commit="fix", baseline_commit="bad")
+    report = against_bad.output_for_node("regression_report").set_index("metric")
+    assert set(report["baseline_commit"]) == {"bad"} and report.loc["hit_rate", "delta"] > 0.05
+    assert report["verdict_overall"].iloc[0] == PASS
+    assert baselines.current("acme", "v1").commit == "merged"  # comparing with a commit does not promote it
+
+
+def test_an_unaudited_baseline_commit_fails_the_report(acme_key, instance, resources):
+    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+    result = materialize(
+        ALL_ASSETS, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
+        raise_on_error=False,
+        run_config={"ops": {"regression_report": {"config": {"baseline_commit": "ghost"}}}},
+    )
+    assert not result.success
+    assert "'ghost' was never audited on acme/v1" in _failure_text(result)
 
 
 @pytest.mark.parametrize("candidate, reason", [

@@ -1,0 +1,92 @@
+"""Baselines: audited candidates archived by commit, promotions kept as history, and when a candidate is promoted."""
+
+import pandas as pd
+import pytest
+
+from rag_eval_pipeline.reporting.baselines import (
+    EXPLICIT,
+    FIRST_RUN,
+    BaselineStore,
+    UnknownBaseline,
+    passed_on,
+    promotion_reason,
+)
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS
+from rag_eval_pipeline.warehouse import Warehouse
+
+
+def _scores(commit: str, score: float) -> pd.DataFrame:
+    return pd.DataFrame({"qa_id": ["q1", "q2"], "metric": "mrr", "score": score, "status": "ok", "commit": commit})
+
+
+def _outputs(commit: str) -> pd.DataFrame:
+    return pd.DataFrame({"qa_id": ["q1", "q2"], "answer": f"answer of {commit}", "commit": commit})
+
+
+@pytest.fixture
+def store(tmp_path) -> BaselineStore:
+    return BaselineStore(Warehouse(tmp_path))
+
+
+def test_archived_scores_come_back_by_commit(store):
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.5), _outputs("abc1234"))
+    store.archive("acme", "v1", "feature/x", _scores("feature/x", 0.9), _outputs("feature/x"))
+    assert store.audited_commits("acme", "v1") == ["abc1234", "feature/x"]  # a slash is kept, not a folder
+    scores, outputs = store.audited("acme", "v1", "feature/x")
+    assert scores["score"].tolist() == [0.9, 0.9] and set(outputs["answer"]) == {"answer of feature/x"}
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.7), _outputs("abc1234"))  # audited again
+    assert store.audited("acme", "v1", "abc1234")[0]["score"].tolist() == [0.7, 0.7]
+    assert store.audited_commits("acme", "v2") == []
+
+
+def test_a_commit_named_like_a_parent_folder_stays_inside(store, tmp_path):
+    store.archive("acme", "v1", "..", _scores("..", 0.5), _outputs(".."))
+    assert store.audited_commits("acme", "v1") == [".."]
+    assert not (tmp_path / "acme" / "metric_scores.parquet").exists()
+
+
+def test_an_unaudited_baseline_is_refused_naming_the_audited_ones(store):
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.5), _outputs("abc1234"))
+    with pytest.raises(UnknownBaseline, match=r"'ffff000' was never audited on acme/v1.*audited commits: abc1234"):
+        store.audited("acme", "v1", "ffff000")
+    with pytest.raises(UnknownBaseline, match="never audited"):
+        store.promote("acme", "v1", "ffff000", EXPLICIT)
+    assert store.history("acme") == []  # a refused promotion writes nothing
+
+
+def test_history_keeps_every_promotion_and_the_last_is_current(store, tmp_path):
+    for commit in ("aaa1111", "bbb2222"):
+        store.archive("acme", "v1", commit, _scores(commit, 0.5), _outputs(commit))
+    store.archive("acme", "v2", "ccc3333", _scores("ccc3333", 0.5), _outputs("ccc3333"))
+    store.promote("acme", "v1", "aaa1111", FIRST_RUN, run_id="r1")
+    store.promote("acme", "v2", "ccc3333", FIRST_RUN)
+    store.promote("acme", "v1", "bbb2222", passed_on("main"), branch="main", run_id="r2")
+
+    assert store.current("acme", "v1").commit == "bbb2222"
+    assert store.current("acme", "v2").commit == "ccc3333"
+    assert store.current("acme", "v3") is None and store.current("globex", "v1") is None
+    assert [p.commit for p in store.history("acme")] == ["aaa1111", "ccc3333", "bbb2222"]
+    assert [(p.reason, p.branch, p.run_id) for p in store.history("acme", "v1")] == [
+        (FIRST_RUN, "", "r1"), ("passed the gate on main", "main", "r2")
+    ]
+    # One file per tenant, in the warehouse, readable without this code.
+    assert len((tmp_path / "acme" / "baseline_history.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("verdict, had_baseline, explicit, branch, expected", [
+    (NO_BASELINE, False, False, "", FIRST_RUN),
+    (PASS, True, False, "main", "passed the gate on main"),
+    (PASS, True, False, "feature-x", None),  # passing on a pull request proposes nothing
+    (PASS, True, False, "", None),
+    (BLOCK, True, False, "main", None),  # a blocked candidate never replaces the baseline by itself
+    (BLOCK, True, True, "feature-x", EXPLICIT),  # but a person may promote it
+    (NOTHING_SCORED, False, False, "main", None),  # nothing to compare a later candidate with
+    (NOTHING_SCORED, True, True, "main", None),
+])
+def test_when_a_candidate_becomes_the_baseline(verdict, had_baseline, explicit, branch, expected):
+    assert promotion_reason(verdict, had_baseline, explicit, branch, "main") == expected
+
+
+def test_the_main_branch_is_configurable():
+    assert promotion_reason(PASS, True, False, "trunk", "trunk") == "passed the gate on trunk"
+    assert promotion_reason(PASS, True, False, "main", "trunk") is None
