@@ -28,7 +28,14 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/rag-eval demo
 
-test: $(TEST_STAMP)
+# The UI test drives Debian's chromium through its chromedriver (chromium-driver depends on chromium,
+# so one file stands for both); the demo does not need them. sudo only when not root.
+SUDO = $(if $(filter 0,$(shell id -u)),,sudo)
+/usr/bin/chromedriver:
+	$(SUDO) apt-get update -qq
+	$(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver
+
+test: $(TEST_STAMP) /usr/bin/chromedriver
 	$(PYTHON) -m pytest
 
 ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
