@@ -56,8 +56,7 @@ def build_nightly_resynthesis_schedule(
         description="Every night at 02:00 UTC, a new dataset version for each tenant whose documents changed.",
     )
     def _nightly(context: ScheduleEvaluationContext):
-        root = Path(documents_root) if documents_root else settings.documents_root()
-        warehouse = Path(warehouse_root) if warehouse_root else settings.warehouse_root()
+        root, warehouse = settings.documents_root(documents_root), settings.warehouse_root(warehouse_root)
         if not root.is_dir():
             return SkipReason(f"documents root {root} does not exist (set RAG_EVAL_DOCUMENTS_ROOT)")
         now = context.scheduled_execution_time or datetime.now(timezone.utc)

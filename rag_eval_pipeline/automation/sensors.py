@@ -74,8 +74,7 @@ def build_new_documents_sensor(
         description="New tenant folders and new or changed documents make a new dataset version and synthesize it.",
     )
     def _new_documents(context: SensorEvaluationContext):
-        root = Path(documents_root) if documents_root else settings.documents_root()
-        warehouse = Path(warehouse_root) if warehouse_root else settings.warehouse_root()
+        root, warehouse = settings.documents_root(documents_root), settings.warehouse_root(warehouse_root)
         if not root.is_dir():
             return SkipReason(f"documents root {root} does not exist (set RAG_EVAL_DOCUMENTS_ROOT)")
         scan = inbox.scan_root(root)
@@ -115,12 +114,6 @@ def build_new_documents_sensor(
 
 
 # --- candidate commits -----------------------------------------------------------------------------
-
-
-def candidates_root() -> Path:
-    """Candidate manifests, one JSON file per commit (git-ignored `candidates/` by default)."""
-    value = os.environ.get("RAG_EVAL_CANDIDATES_ROOT")
-    return Path(value).expanduser().resolve() if value else settings.PROJECT_ROOT / "candidates"
 
 
 def branch_settings() -> Optional[dict]:
@@ -173,8 +166,7 @@ def build_candidate_commit_sensor(
         description="Each new candidate commit (manifest file or git branch) is audited on its tenant's current golden set.",
     )
     def _candidate_commits(context: SensorEvaluationContext):
-        folder = Path(manifests_root) if manifests_root else candidates_root()
-        warehouse = Path(warehouse_root) if warehouse_root else settings.warehouse_root()
+        folder, warehouse = settings.candidates_root(manifests_root), settings.warehouse_root(warehouse_root)
         followed = branch if branch is not None else branch_settings()
         cursor = _load_cursor(context.cursor)
         known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))

@@ -35,7 +35,7 @@ def _store() -> tuple[Warehouse, BaselineStore]:
 
 
 def _show(args) -> int:
-    warehouse, store = _store()
+    _, store = _store()
     history = store.history(args.tenant, args.version)
     if not history:
         print(f"tenant {args.tenant!r} has no baseline yet" + (f" on version {args.version!r}" if args.version else ""))
