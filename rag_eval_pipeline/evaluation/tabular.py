@@ -1,19 +1,23 @@
 """Evaluation over a table of triplets: JSONL, CSV or Parquet in, the same formats out.
 
 Column names of RAGAS datasets are accepted beside the project's own. A row that cannot be scored
-(no question, contexts that are not a list) is reported with its row number and kept in the output
-with status 'invalid'; the other rows are scored.
+(a JSONL line that is not a JSON object, no question, contexts that are not a list, a text field
+over MAX_FIELD_CHARS) is reported with its line (JSONL) or row number and kept in the output with
+status 'invalid'; the other rows are scored. Rows are told apart by position, never by `id`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from rag_eval_pipeline.evaluation.metrics import EvalItem
+from rag_eval_pipeline.jsonl import iter_json_lines
 
 ALIASES = {
     "user_input": "question",
@@ -24,29 +28,94 @@ ALIASES = {
     "reference_context_ids": "gold_chunk_ids",
 }
 FORMATS = (".jsonl", ".csv", ".parquet")
+# Far above any real question, answer, ground truth or retrieved chunk; the offline judge's cost grows
+# with the product of the field sizes, so a pathological field would otherwise run for many minutes.
+MAX_FIELD_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class InputRow:
+    number: int  # 1-based: the line of a .jsonl file, the data row of a .csv or .parquet file
+    unit: str  # "line" or "row"
+    record: dict = field(default_factory=dict)  # the row's fields, RAGAS names renamed to ours
+    problem: str = ""  # why the row could not be read at all
+
+    @property
+    def where(self) -> str:
+        return f"{self.unit} {self.number}"
+
+    @property
+    def row_id(self) -> str:
+        """The `id` column, or the row's number when it has none."""
+        value = self.record.get("id")
+        return str(value).strip() if _present(value) else str(self.number)
 
 
 @dataclass(frozen=True)
 class BadRow:
-    row_number: int  # 1-based, as a person counts the data rows of the file
+    row_number: int  # the InputRow's number
     row_id: str
     reason: str
+    unit: str = "row"
+
+    @property
+    def where(self) -> str:
+        return f"{self.unit} {self.row_number}"
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_rows(path: Path) -> list[InputRow]:
+    """Every row of the file in order; a JSONL line that is not a JSON object is kept with its problem."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"{path}: unsupported format {suffix!r}; use one of {', '.join(FORMATS)}")
+    check_format(path, "input")
     if not path.is_file():
         raise FileNotFoundError(f"input file {path} does not exist")
-    if suffix == ".jsonl":
-        frame = pd.read_json(path, lines=True, dtype=False)
-    elif suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    else:
-        frame = pd.read_parquet(path)
-    return frame.rename(columns={k: v for k, v in ALIASES.items() if k in frame.columns and v not in frame.columns})
+    if path.suffix.lower() == ".jsonl":
+        # utf-8-sig: a byte-order mark from a Windows editor is not a broken first line.
+        return [
+            InputRow(line.number, "line", _renamed(line.record or {}), line.problem)
+            for line in iter_json_lines(path, encoding="utf-8-sig")
+        ]
+    try:
+        if path.suffix.lower() == ".csv":
+            return rows_from_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
+        return rows_from_frame(pd.read_parquet(path))
+    except pd.errors.EmptyDataError:
+        return []  # a .csv without even a header
+    except ValueError as error:  # pandas and pyarrow parse errors; the first line says what is wrong
+        raise ValueError(f"input {path} cannot be read: {str(error).strip().splitlines()[0]}") from None
+
+
+def rows_from_frame(frame: pd.DataFrame) -> list[InputRow]:
+    records = frame.to_dict("records")
+    return [InputRow(number, "row", _renamed(record)) for number, record in enumerate(records, start=1)]
+
+
+def _renamed(record: dict) -> dict:
+    """RAGAS column names as ours, unless the row already has ours."""
+    return {
+        (ALIASES[key] if key in ALIASES and ALIASES[key] not in record else key): value for key, value in record.items()
+    }
+
+
+def check_format(path: Path, what: str) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{what} {path}: unsupported format {suffix!r}; use one of {', '.join(FORMATS)}")
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse an output that could not be written, before any scoring is spent on it."""
+    path = Path(path)
+    check_format(path, "output")
+    if path.is_dir():
+        raise ValueError(f"output {path} is a folder")
+    folder = path.parent
+    while not folder.exists():  # the folders still missing are created when the output is written
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"output {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"output {path}: folder {folder} is not writable")
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:
@@ -59,23 +128,33 @@ def write_table(frame: pd.DataFrame, path: Path) -> None:
     elif suffix == ".parquet":
         frame.to_parquet(path, index=False)
     else:
-        raise ValueError(f"{path}: unsupported output format {suffix!r}; use one of {', '.join(FORMATS)}")
+        raise ValueError(f"output {path}: unsupported format {suffix!r}; use one of {', '.join(FORMATS)}")
 
 
-def to_items(frame: pd.DataFrame) -> tuple[list[tuple[str, EvalItem]], list[BadRow]]:
-    """(row id, item) for every valid row, and the rows that cannot be scored with the reason."""
+def to_items(rows: list[InputRow]) -> tuple[list[tuple[int, EvalItem]], list[BadRow]]:
+    """(row number, item) for every valid row, and the rows that cannot be scored with the reason."""
     items, bad = [], []
-    for number, row in enumerate(frame.to_dict("records"), start=1):
-        row_id = str(row.get("id", number))
+    for row in rows:
         try:
-            items.append((row_id, _item(row, row_id)))
+            if row.problem:
+                raise ValueError(row.problem)
+            items.append((row.number, _item(row.record, row.row_id)))
         except ValueError as error:
-            bad.append(BadRow(number, row_id, str(error)))
+            bad.append(BadRow(row.number, row.row_id, str(error), row.unit))
     return items, bad
 
 
+def duplicate_ids(rows: list[InputRow]) -> dict[str, list[str]]:
+    """{id: where it occurs} for every `id` value that more than one row carries."""
+    places = defaultdict(list)
+    for row in rows:
+        if _present(row.record.get("id")):
+            places[row.row_id].append(row.where)
+    return {row_id: where for row_id, where in places.items() if len(where) > 1}
+
+
 def _item(row: dict, row_id: str) -> EvalItem:
-    question = _text(row.get("question"))
+    question = _text(row.get("question"), "question")
     if not question:
         raise ValueError("missing question")
     texts = _list(row.get("contexts"), "contexts")
@@ -85,13 +164,14 @@ def _item(row: dict, row_id: str) -> EvalItem:
     contexts = []
     for rank, context in enumerate(texts):
         if isinstance(context, dict):
-            contexts.append({"id": str(context.get("id", rank)), "text": str(context.get("text", ""))})
+            contexts.append({"id": str(context.get("id", rank)), "text": context.get("text", "")})
         else:
-            contexts.append({"id": str(ids[rank]) if ids else f"context-{rank + 1}", "text": str(context)})
+            contexts.append({"id": str(ids[rank]) if ids else f"context-{rank + 1}", "text": context})
+        contexts[-1]["text"] = _text(contexts[-1]["text"], f"context {rank + 1}")
     gold = _list(row.get("gold_chunk_ids"), "reference context ids") if _present(row.get("gold_chunk_ids")) else []
     return EvalItem(
-        qa_id=row_id, question=question, answer=_text(row.get("answer")), contexts=contexts,
-        ground_truth=_text(row.get("ground_truth")), gold_chunk_ids=[str(g) for g in gold],
+        qa_id=row_id, question=question, answer=_text(row.get("answer"), "answer"), contexts=contexts,
+        ground_truth=_text(row.get("ground_truth"), "ground truth"), gold_chunk_ids=[str(g) for g in gold],
     )
 
 
@@ -103,8 +183,11 @@ def _present(value) -> bool:
     return not (isinstance(value, str) and not value.strip())
 
 
-def _text(value) -> str:
-    return str(value).strip() if _present(value) else ""
+def _text(value, what: str) -> str:
+    text = str(value).strip() if _present(value) else ""
+    if len(text) > MAX_FIELD_CHARS:
+        raise ValueError(f"{what} is {len(text):,} characters, over the limit of {MAX_FIELD_CHARS:,} per field")
+    return text
 
 
 def _list(value, what: str) -> list:
@@ -114,7 +197,7 @@ def _list(value, what: str) -> list:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ValueError(f"{what} is not a list (a CSV cell must hold a JSON list)") from None
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
@@ -123,24 +206,23 @@ def _list(value, what: str) -> list:
     return value
 
 
-def results_frame(frame: pd.DataFrame, items, results, bad_rows: list[BadRow], metrics) -> pd.DataFrame:
-    """One row per input row, in input order: id, a column per metric and `<metric>_status`."""
-    scored = {row_id: item_results for (row_id, _), item_results in zip(items, results)}
-    invalid = {bad.row_id: bad.reason for bad in bad_rows}
-    rows = []
-    for number, row in enumerate(frame.to_dict("records"), start=1):
-        row_id = str(row.get("id", number))
-        out = {"id": row_id}
+def results_frame(rows: list[InputRow], items, results, bad_rows: list[BadRow], metrics) -> pd.DataFrame:
+    """One row per input row, in input order: id, a column per metric, `<metric>_status` and `error`."""
+    scored = {number: item_results for (number, _), item_results in zip(items, results)}
+    invalid = {bad.row_number: bad.reason for bad in bad_rows}
+    columns = ["id", *(name for metric in metrics for name in (metric, f"{metric}_status")), "error"]
+    out_rows = []
+    for row in rows:
+        out = {"id": row.row_id}
         for metric in metrics:
             out[metric] = None
             out[f"{metric}_status"] = "invalid"
-        if row_id in scored:
-            for result in scored[row_id]:
-                out[result.metric] = result.score
-                out[f"{result.metric}_status"] = result.status if result.status == "ok" else f"unmeasured: {result.reason}"
-        out["error"] = invalid.get(row_id, "")
-        rows.append(out)
-    return pd.DataFrame(rows).astype({metric: "Float64" for metric in metrics})
+        for result in scored.get(row.number, []):
+            out[result.metric] = result.score
+            out[f"{result.metric}_status"] = result.status if result.status == "ok" else f"unmeasured: {result.reason}"
+        out["error"] = invalid.get(row.number, "")
+        out_rows.append(out)
+    return pd.DataFrame(out_rows, columns=columns).astype({metric: "Float64" for metric in metrics})
 
 
 def summary_table(output: pd.DataFrame, metrics) -> str:

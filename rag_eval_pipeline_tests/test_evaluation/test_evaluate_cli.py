@@ -1,4 +1,4 @@
-"""`rag-eval evaluate` on JSONL, CSV and Parquet inputs, with RAGAS or our own column names."""
+"""`rag-eval evaluate` on JSONL, CSV and Parquet inputs, with RAGAS or our own column names, and on bad input."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.evaluation.tabular import read_table, to_items
+from rag_eval_pipeline import cli
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 CONTEXT = "Refunds are processed within 14 days of the request. Store credit never expires."
@@ -50,8 +50,8 @@ def _run(tmp_path, rows, suffix, out_suffix=".jsonl", *extra):
 def test_ragas_columns_jsonl_scores_good_rows_and_reports_bad_ones(tmp_path):
     completed, out = _run(tmp_path, RAGAS_ROWS, ".jsonl")
     assert completed.returncode == 0, completed.stderr
-    assert "row 3 (id c): missing question" in completed.stderr
-    assert "row 4 (id d): contexts is not a list" in completed.stderr
+    assert "line 3 (id c): missing question" in completed.stderr
+    assert "line 4 (id d): contexts is not a list" in completed.stderr
 
     result = pd.read_json(out, lines=True, dtype=False).set_index("id")
     assert list(result.index) == ["a", "b", "c", "d"]
@@ -62,11 +62,12 @@ def test_ragas_columns_jsonl_scores_good_rows_and_reports_bad_ones(tmp_path):
 
 
 def test_csv_with_json_lists_and_a_metric_subset_to_parquet(tmp_path):
-    completed, out = _run(tmp_path, RAGAS_ROWS[:2], ".csv", ".parquet", "--metrics", "mrr,faithfulness")
+    completed, out = _run(tmp_path, RAGAS_ROWS, ".csv", ".parquet", "--metrics", "mrr,faithfulness")
     assert completed.returncode == 0, completed.stderr
+    assert "row 3 (id c): missing question" in completed.stderr  # a CSV counts data rows, not lines
     result = pd.read_parquet(out)
     assert list(result.columns) == ["id", "mrr", "mrr_status", "faithfulness", "faithfulness_status", "error"]
-    assert result["mrr"].tolist() == [1.0, 0.0]
+    assert result["mrr"].tolist()[:2] == [1.0, 0.0] and result["mrr_status"].tolist()[2:] == ["invalid"] * 2
 
 
 def test_unmeasured_metrics_say_why(tmp_path):
@@ -89,12 +90,99 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     assert message in completed.stderr
 
 
-def test_unsupported_input_format_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="unsupported format '.xlsx'"):
-        read_table(tmp_path / "data.xlsx")
+# --- bad rows in a JSONL file: one run, several findings -------------------------------------------
+
+FAITHFUL = {"question": "How long do refunds take?", "contexts": [CONTEXT],
+            "answer": "Refunds are processed within 14 days of the request."}
+BAD_LINES = [
+    json.dumps({"id": "a", **FAITHFUL}),
+    "",
+    '{"id": "b", "question": ',
+    "[1, 2]",
+    json.dumps({**FAITHFUL, "id": "c", "answer": "Refunds are processed quickly. " * 33_000}),  # about 1 MB
+    json.dumps({**FAITHFUL, "id": "a", "answer": "Refunds are processed within 45 days of the request."}),
+]
 
 
-def test_context_ids_must_match_contexts():
-    frame = pd.DataFrame([{"question": "q?", "contexts": ["a", "b"], "context_ids": ["only-one"], "answer": "a"}])
-    items, bad = to_items(frame)
-    assert items == [] and bad[0].reason == "1 context ids for 2 contexts"
+@pytest.fixture(scope="module")
+def bad_lines_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad_lines")
+    source, out = folder / "in.jsonl", folder / "new" / "out.jsonl"  # a folder still to be created
+    source.write_text("\n".join(BAD_LINES) + "\n")
+    env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(folder / "warehouse")}
+    completed = subprocess.run(
+        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,hit_rate"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr
+    return completed, pd.read_json(out, lines=True, dtype=False)
+
+
+def test_malformed_lines_are_reported_by_line_number_and_the_others_scored(bad_lines_run):
+    completed, result = bad_lines_run
+    assert "line 3 (id 3): not valid JSON" in completed.stderr
+    assert "line 4 (id 4): expected a JSON object, got a JSON array" in completed.stderr
+    assert result["id"].tolist() == ["a", "3", "4", "c", "a"]  # one row per non-blank line, in order
+    assert result["faithfulness_status"].tolist() == ["ok", "invalid", "invalid", "invalid", "ok"]
+    assert "not valid JSON" in result.loc[1, "error"]
+    assert "2 rows scored, 3 invalid" in completed.stdout
+
+
+def test_an_oversized_field_is_refused_with_its_size_and_the_limit(bad_lines_run):
+    completed, result = bad_lines_run
+    assert "line 5 (id c): answer is 1,022,999 characters, over the limit of 20,000 per field" in completed.stderr
+    assert "over the limit" in result.loc[3, "error"]
+
+
+def test_rows_sharing_an_id_keep_their_own_scores_and_the_duplication_is_reported(bad_lines_run):
+    completed, result = bad_lines_run
+    assert "warning: id 'a' is on line 1, line 6" in completed.stderr
+    # The first 'a' copies the context, the second invents "45 days".
+    assert result.loc[0, "faithfulness"] == 1.0 and result.loc[4, "faithfulness"] == 0.0
+
+
+def test_an_empty_input_is_refused_in_one_line(tmp_path):
+    source = tmp_path / "empty.jsonl"
+    source.write_text("")
+    completed = subprocess.run(
+        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl")],
+        capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=120,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines() == [f"error: input {source} holds no rows"]
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- arguments and the output path are checked before any work ----------------------------------
+
+
+def _refuse_to_judge(args):
+    """A fake judge builder: any call means the run got past the checks."""
+    raise AssertionError("the judge was built: the arguments were not checked first")
+
+
+@pytest.mark.parametrize("extra, out_name, message", [
+    ((), "scores.txt", "unsupported format '.txt'"),
+    ((), "a-file/scores.jsonl", "a-file is not a folder"),
+    ((), "a-folder.jsonl", "a-folder.jsonl is a folder"),
+    ((), "in.jsonl", "would overwrite the input"),
+    (("--metrics", ","), "scores.jsonl", "--metrics names no metric"),
+    (("--metrics", "faithfulness,bleu"), "scores.jsonl", "unknown metrics ['bleu']"),
+    (("--k", "0"), "scores.jsonl", "--k must be at least 1, got 0"),
+    (("--k", "-3"), "scores.jsonl", "--k must be at least 1, got -3"),
+    (("--judge", "llm", "--concurrency", "0"), "scores.jsonl", "--concurrency must be at least 1, got 0"),
+])
+def test_bad_arguments_are_refused_before_any_work(tmp_path, monkeypatch, capsys, extra, out_name, message):
+    monkeypatch.setattr(cli, "_cli_judge", _refuse_to_judge)
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(FAITHFUL) + "\n")
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "a-folder.jsonl").mkdir()
+
+    status = cli.main(["evaluate", "--input", str(source), "--out", str(tmp_path / out_name), *extra])
+
+    stderr = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(stderr) == 1 and stderr[0].startswith("error: ") and message in stderr[0]
+    assert source.read_text() == json.dumps(FAITHFUL) + "\n" and not (tmp_path / "scores.jsonl").exists()
