@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rag_eval_pipeline.evaluation.candidates import CandidateError, allowed_entry_modules, check_entry_allowed
+from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside
 from rag_eval_pipeline.partitions import PartitionNameError, validate_name
 
 FINGERPRINT_FILE = "documents_fingerprint.json"
@@ -58,13 +60,12 @@ def scan_root(root: Path) -> RootScan:
 
 
 def list_files(folder: Path) -> Listing:
-    """Size and mtime of every non-hidden file, as read_documents would see them."""
+    """Size and mtime of the files read_documents would read: hidden files and links are left out."""
     listing: Listing = {}
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        relative = path.relative_to(folder).as_posix()
-        if any(part.startswith(".") for part in relative.split("/")):
-            continue  # editors' and rsync's temporary files are hidden: never documents
-        stat = path.stat()
+    if not Path(folder).is_dir():
+        return listing  # removed since the root was scanned: nothing to read
+    for relative, path in list_folder(folder).files:
+        stat = path.stat(follow_symlinks=False)
         listing[relative] = [stat.st_size, stat.st_mtime_ns]
     return listing
 
@@ -81,11 +82,17 @@ def unstable_files(previous: Listing | None, current: Listing) -> list[str]:
 
 def fingerprint(folder: Path, paths) -> str:
     """sha256 over the sorted (relative path, sha256 of content): changes with content, not with mtimes."""
-    digest = hashlib.sha256()
+    digest, root = hashlib.sha256(), Path(folder).resolve()
     for relative in sorted(paths):
-        content = hashlib.sha256((Path(folder) / relative).read_bytes()).hexdigest()
-        digest.update(json.dumps([relative, content]).encode("utf-8") + b"\n")
+        digest.update(json.dumps([relative, _content_digest(root, relative)]).encode("utf-8") + b"\n")
     return digest.hexdigest()
+
+
+def _content_digest(root: Path, relative: str) -> str:
+    try:
+        return hashlib.sha256(read_inside(root, relative)).hexdigest()
+    except UnreadableDocument as error:  # ingestion rejects the file with this reason; the tick goes on
+        return f"unreadable: {error}"
 
 
 def listing_digest(listing: Listing) -> str:
@@ -212,6 +219,20 @@ def validate_entry(entry) -> str:
     return entry
 
 
+def validate_manifest_entry(entry) -> str:
+    """A manifest's entry: 'reference', or code in a package RAG_EVAL_CANDIDATE_MODULES allows.
+
+    Anyone who can drop a file in the manifests folder can name an entry, and the audit run imports it.
+    """
+    entry = validate_entry(entry)
+    if entry == REFERENCE:
+        return entry
+    try:
+        return check_entry_allowed(entry, allowed_entry_modules())
+    except CandidateError as error:
+        raise ManifestError(str(error)) from None
+
+
 def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
     """One manifest: {"tenant", "commit", exactly one of "entry" or "outputs", optional "branch"}; ManifestError otherwise."""
     path = Path(path)
@@ -242,7 +263,7 @@ def _candidate_from(fields: dict, path: Path, known_tenants: set[str]) -> Candid
     if len(given) != 1:
         raise ManifestError(f"give exactly one of 'entry' or 'outputs' (got {', '.join(given) or 'neither'})")
     if given == ["entry"]:
-        return Candidate(tenant, commit, validate_entry(fields["entry"]), path.name, branch)
+        return Candidate(tenant, commit, validate_manifest_entry(fields["entry"]), path.name, branch)
     outputs = fields["outputs"]
     if not isinstance(outputs, str) or not outputs.endswith(".jsonl"):
         raise ManifestError(f"invalid outputs {outputs!r}: expected a path to a .jsonl file")

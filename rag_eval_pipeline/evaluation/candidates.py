@@ -8,6 +8,8 @@ raises, times out or returns a malformed output fails that item only; the run go
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +37,34 @@ class CandidateOutput:
     status: str
     error: str
     latency_s: float
+
+
+ALLOWED_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def allowed_entry_modules() -> tuple[str, ...]:
+    """Packages a candidate manifest may name code in, from RAG_EVAL_CANDIDATE_MODULES (comma-separated).
+
+    Unset or empty: none. A manifest is a file dropped in a folder, so by default it may only ask
+    for the reference candidate or precomputed outputs, never to import and run code.
+    """
+    prefixes = tuple(p.strip() for p in os.environ.get(ALLOWED_MODULES_VARIABLE, "").split(",") if p.strip())
+    for prefix in prefixes:
+        if not _MODULE.fullmatch(prefix):
+            raise CandidateError(f"{ALLOWED_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'")
+    return prefixes
+
+
+def check_entry_allowed(spec: str, prefixes: tuple[str, ...]) -> str:
+    """spec if its module is one of prefixes or inside one (by whole names: 'my_rag' allows 'my_rag.x', not 'my_ragx')."""
+    module = spec.partition(":")[0]
+    if not any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+        allowed = ", ".join(prefixes) or "none"
+        raise CandidateError(
+            f"entry {spec!r} is not in an allowed package (allowed: {allowed}; set {ALLOWED_MODULES_VARIABLE})"
+        )
+    return spec
 
 
 def load_entry_point(spec: str) -> Candidate:

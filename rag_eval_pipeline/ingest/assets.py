@@ -18,7 +18,8 @@ DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars"
 @lineage_asset(
     "ingestion",
     "Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
-    "page count and title. Unreadable files go to the rejected_documents table with their reason.",
+    "page count and title. Unreadable files, and links (never followed out of the folder), go to the "
+    "rejected_documents table with their reason.",
 )
 def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
     tenant, version = split_key(context.partition_key)

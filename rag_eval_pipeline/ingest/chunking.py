@@ -191,10 +191,18 @@ def _overlap(group: list[tuple[str, int]], overlap_tokens: int) -> list[tuple[st
     return carried
 
 
+# A "word" longer than this is data (base64, a 2 MB line without spaces), not prose. It is cut, so a
+# chunk is bounded in characters too, not only in tokens; embedding tokenizers drop such words anyway.
+MAX_TOKEN_CHARS = 100
+
+
 def _fit(sentence: str, max_tokens: int) -> list[str]:
     """A sentence longer than a chunk is cut into token windows (rare: tables, run-on PDF text)."""
     sentence_tokens = tokens(sentence)
-    if len(sentence_tokens) <= max_tokens:
+    if len(sentence_tokens) <= max_tokens and all(len(token) <= MAX_TOKEN_CHARS for token in sentence_tokens):
         return [sentence]
+    sentence_tokens = [
+        token[i : i + MAX_TOKEN_CHARS] for token in sentence_tokens for i in range(0, len(token), MAX_TOKEN_CHARS)
+    ]
     window = max_tokens // 2
     return [" ".join(sentence_tokens[i : i + window]) for i in range(0, len(sentence_tokens), window)]

@@ -1,13 +1,22 @@
 """Read a tenant's document folder into plain records; unreadable files become rejections.
 
 A bad file never stops ingestion: it is recorded with the reason a person can act on
-(encrypted, corrupt, empty, image-only, wrong encoding, unsupported type).
+(encrypted, corrupt, empty, image-only, wrong encoding, binary, unsupported type).
+
+Documents are confined to the folder. Symbolic links inside it are never followed but rejected with
+their reason: one pointing out would let a tenant's documents read any file on the host, or another
+tenant's; one pointing in would only read its target twice (or loop). The folder itself may be a link
+(an operator's mount); it is resolved once and every read stays below it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import logging
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,30 +69,134 @@ def doc_id_for(relative_path: str) -> str:
 
 
 def read_documents(folder: Path) -> IngestResult:
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"document folder {folder} does not exist")
-    result = IngestResult()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        relative = path.relative_to(folder).as_posix()
-        if any(part.startswith(".") for part in relative.split("/")):
-            continue  # hidden files and folders (.git, .DS_Store) are not documents
+    listing = list_folder(folder)
+    result = IngestResult(rejections=list(listing.rejections))
+    for relative, path in listing.files:
         try:
-            result.documents.append(read_document(path, relative))
+            doc_format = _format_of(path)
+            result.documents.append(_parse(read_inside(listing.root, relative), relative, doc_format, path.stem))
         except UnreadableDocument as error:
             result.rejections.append(Rejection(path=relative, reason=str(error)))
+    result.rejections.sort(key=lambda r: r.path.split("/"))
     return result
 
 
 def read_document(path: Path, relative: str) -> Document:
+    path = Path(path)
+    doc_format = _format_of(path)
+    return _parse(read_inside(path.parent.resolve(), path.name), relative, doc_format, path.stem)
+
+
+# --- listing: what is in the folder, confined to it ------------------------------------------------
+
+
+@dataclass
+class FolderListing:
+    root: Path  # the folder, resolved
+    files: list[tuple[str, Path]] = field(default_factory=list)  # (relative path, path) of regular files
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+def list_folder(folder: Path) -> FolderListing:
+    """Every non-hidden regular file below folder, without following links; links and special files are rejections."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"document folder {folder} does not exist")
+    listing = FolderListing(root=folder.resolve())
+    pending = [listing.root]
+    while pending:  # a loop, not recursion: a hostile tree may be deeper than Python's stack
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = list(scan)
+        except OSError as error:
+            listing.rejections.append(Rejection(_relative(listing.root, directory), f"cannot list folder: {error.strerror}"))
+            continue
+        for entry in entries:
+            _sort_entry(listing, entry, pending)
+    listing.files.sort(key=lambda item: item[0].split("/"))
+    return listing
+
+
+def _sort_entry(listing: FolderListing, entry: os.DirEntry, pending: list[Path]) -> None:
+    if entry.name.startswith("."):
+        return  # hidden files and folders (.git, .DS_Store, editors' temporary files) are not documents
+    path = Path(entry.path)
+    relative = _relative(listing.root, path)
+    if entry.is_symlink():
+        listing.rejections.append(Rejection(relative, _link_reason(listing.root, path)))
+    elif entry.is_dir(follow_symlinks=False):
+        pending.append(path)
+    elif entry.is_file(follow_symlinks=False):
+        listing.files.append((relative, path))
+    else:  # reading a named pipe would wait forever for a writer
+        listing.rejections.append(Rejection(relative, "not a regular file (a named pipe, socket or device)"))
+
+
+def _link_reason(root: Path, link: Path) -> str:
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):  # a missing target, or links that loop
+        return "broken symbolic link: links are not followed"
+    if not target.is_relative_to(root):
+        return "symbolic link pointing outside the document folder: links are not followed"
+    inside = _relative(root, target)
+    return f"symbolic link to {inside}: links are not followed (the target is read under its own name)"
+
+
+def _relative(root: Path, path: Path) -> str:
+    return Path(path).relative_to(root).as_posix()
+
+
+def read_inside(root: Path, relative: str) -> bytes:
+    """The bytes of root/relative, opened one component at a time without following links.
+
+    A folder or file swapped for a link after the listing cannot lead the read outside root.
+    """
+    try:
+        return _read_regular(_open_below(root, relative))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnreadableDocument("symbolic link: links are not followed") from None
+        raise UnreadableDocument(f"cannot read file: {error.strerror}") from None
+
+
+def _open_below(root: Path, relative: str) -> int:
+    *folders, name = relative.split("/")
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in folders:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        # O_NONBLOCK: a pipe swapped in after the listing must not block the open.
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    finally:
+        os.close(directory)
+
+
+def _read_regular(descriptor: int) -> bytes:
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise UnreadableDocument("not a regular file (a named pipe, socket or device)")
+        return file.read()
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+
+
+def _format_of(path: Path) -> str:
     doc_format = SUPPORTED_SUFFIXES.get(path.suffix.lower())
     if doc_format is None:
         raise UnreadableDocument(f"unsupported file type {path.suffix or '(none)'!r}")
-    raw = path.read_bytes()
+    return doc_format
+
+
+def _parse(raw: bytes, relative: str, doc_format: str, stem: str) -> Document:
     if not raw.strip():
         raise UnreadableDocument("empty file")
     if doc_format == "pdf":
-        pages, title = _read_pdf(path)
+        pages, title = _read_pdf(raw)
     else:
         pages, title = _read_text(raw), None
     if not any(page.strip() for page in pages):
@@ -92,7 +205,7 @@ def read_document(path: Path, relative: str) -> Document:
         doc_id=doc_id_for(relative),
         path=relative,
         format=doc_format,
-        title=title or _first_heading(pages) or path.stem,
+        title=title or _first_heading(pages) or stem,
         pages=pages,
         content_hash=hashlib.sha256(raw).hexdigest(),
     )
@@ -100,14 +213,17 @@ def read_document(path: Path, relative: str) -> Document:
 
 def _read_text(raw: bytes) -> list[str]:
     try:
-        return [raw.decode("utf-8-sig")]
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise UnreadableDocument(f"not valid UTF-8 text ({error.reason} at byte {error.start})") from None
+    if "\x00" in text:  # UTF-16 without a byte-order mark decodes as UTF-8, NULs and all
+        raise UnreadableDocument("binary content (NUL bytes), not UTF-8 text; UTF-16 text must be saved as UTF-8")
+    return [text]
 
 
-def _read_pdf(path: Path) -> tuple[list[str], str | None]:
+def _read_pdf(raw: bytes) -> tuple[list[str], str | None]:
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(raw))  # the bytes already read: what is parsed is what is hashed
         if reader.is_encrypted and not reader.decrypt(""):
             raise UnreadableDocument("encrypted PDF: a password is required")
         pages = [page.extract_text() or "" for page in reader.pages]

@@ -88,7 +88,8 @@ def test_manifest_errors_name_file_and_reason(tmp_path, fields, message):
     assert str(error.value).startswith("m.json: ") and message in str(error.value)
 
 
-def test_malformed_json_and_good_manifests(tmp_path):
+def test_malformed_json_and_good_manifests(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAG_EVAL_CANDIDATE_MODULES", "pkg")  # manifests may name code only in allowed packages
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(inbox.ManifestError, match="bad.json: malformed JSON"):
         inbox.parse_manifest(tmp_path / "bad.json", {"acme"})

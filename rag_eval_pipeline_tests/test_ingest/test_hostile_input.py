@@ -1,0 +1,245 @@
+"""Hostile tenant folders: links out of the folder, special files, binary and oversized text.
+
+Every entry is either read as a document or rejected with its reason, and nothing outside the
+tenant's folder is ever read. test_parsing.py covers the ordinary bad files (encrypted, corrupt,
+empty, not UTF-8, unsupported) and the shared edge-case PDFs one by one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from dagster import instance_for_test, materialize
+
+from rag_eval_pipeline.automation import inbox
+from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
+from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.parsing import read_documents
+from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.synthesis.pipeline import from_folder
+from rag_eval_pipeline.warehouse import Warehouse
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO = REPO_ROOT / "data" / "tenants" / "demo"
+EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
+SECRET = "The launch code of the other tenant is 4417."
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """A documents root with tenants acme and globex, and a secret file outside both."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.md").write_text(f"# Secret\n\n{SECRET}\n", encoding="utf-8")
+    documents = tmp_path / "documents"
+    for tenant in ("acme", "globex"):
+        (documents / tenant).mkdir(parents=True)
+    shutil.copy(DEMO / "data-retention-policy.md", documents / "acme" / "policy.md")
+    (documents / "globex" / "secret.md").write_text(f"# Globex\n\n{SECRET}\n", encoding="utf-8")
+    return documents
+
+
+def _reasons(result) -> dict[str, str]:
+    return {r.path: r.reason for r in result.rejections}
+
+
+def _all_text(result) -> str:
+    return "\n".join(d.text for d in result.documents)
+
+
+# --- links: never followed, so nothing outside the folder is read -----------------------------
+
+
+def test_a_link_to_a_file_outside_the_folder_is_rejected(root):
+    acme = root / "acme"
+    (acme / "absolute.md").symlink_to(root.parent / "outside" / "secret.md")
+    (acme / "relative.md").symlink_to(Path("..") / ".." / "outside" / "secret.md")
+
+    result = read_documents(acme)
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    reasons = _reasons(result)
+    assert sorted(reasons) == ["absolute.md", "relative.md"]
+    assert all("outside the document folder" in reason for reason in reasons.values()), reasons
+    assert SECRET not in _all_text(result)
+
+
+def test_a_dot_dot_link_into_another_tenants_folder_is_rejected(root):
+    (root / "acme" / "borrowed.md").symlink_to(Path("..") / "globex" / "secret.md")
+
+    result = read_documents(root / "acme")
+
+    assert "outside the document folder" in _reasons(result)["borrowed.md"]
+    assert SECRET not in _all_text(result)
+
+
+def test_a_linked_folder_pointing_out_is_rejected_and_not_entered(root):
+    (root / "acme" / "shared").symlink_to(root.parent / "outside", target_is_directory=True)
+    (root / "acme" / "sub").mkdir()
+    (root / "acme" / "sub" / "up").symlink_to(Path("..") / ".." / "globex", target_is_directory=True)
+
+    result = read_documents(root / "acme")
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    reasons = _reasons(result)
+    assert sorted(reasons) == ["shared", "sub/up"]
+    assert all("outside the document folder" in reason for reason in reasons.values()), reasons
+    assert SECRET not in _all_text(result)
+
+
+def test_links_inside_the_folder_are_rejected_and_their_targets_read_once(root):
+    acme = root / "acme"
+    (acme / "alias.md").symlink_to("policy.md")
+    (acme / "loop").symlink_to(".", target_is_directory=True)  # would recurse forever if followed
+
+    result = read_documents(acme)
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    reasons = _reasons(result)
+    assert "symbolic link to policy.md" in reasons["alias.md"] and "not followed" in reasons["alias.md"]
+    assert "not followed" in reasons["loop"]
+
+
+def test_a_broken_link_is_rejected_not_skipped(root):
+    (root / "acme" / "gone.md").symlink_to("nowhere.md")
+
+    result = read_documents(root / "acme")
+
+    assert "broken symbolic link" in _reasons(result)["gone.md"]
+
+
+def test_the_tenant_folder_may_itself_be_a_link_and_be_named_with_dot_dot(root, tmp_path):
+    # The operator's layout (a mounted or linked tenant folder) is trusted; its content is not.
+    (tmp_path / "mounted").symlink_to(root / "acme", target_is_directory=True)
+    (root / "acme" / "escape.md").symlink_to(root / "globex" / "secret.md")
+
+    for folder in (tmp_path / "mounted", root / "globex" / ".." / "acme"):
+        result = read_documents(folder)
+        assert [d.path for d in result.documents] == ["policy.md"]
+        assert list(_reasons(result)) == ["escape.md"]
+
+
+def test_a_fifo_is_rejected_without_blocking(root):
+    os.mkfifo(root / "acme" / "pipe.md")  # reading it would wait forever for a writer
+
+    result = read_documents(root / "acme")
+
+    assert "not a regular file" in _reasons(result)["pipe.md"]
+
+
+def test_an_unreadable_file_is_rejected_and_the_run_goes_on(root):
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    locked = root / "acme" / "locked.md"
+    locked.write_text("# Locked\n\nText.", encoding="utf-8")
+    locked.chmod(0)
+
+    result = read_documents(root / "acme")
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    assert "cannot read" in _reasons(result)["locked.md"]
+
+
+# --- undecodable and oversized content ----------------------------------------------------------
+
+
+def test_text_with_nul_bytes_is_rejected_as_binary(root):
+    # UTF-16 without a byte-order mark is valid UTF-8 byte for byte, but it is not text.
+    (root / "acme" / "utf16.txt").write_bytes("Receipts are kept for ten years.".encode("utf-16-le"))
+
+    result = read_documents(root / "acme")
+
+    assert "binary" in _reasons(result)["utf16.txt"]
+
+
+def test_a_two_megabyte_single_word_chunks_into_bounded_chunks_quickly(root):
+    (root / "acme" / "word.txt").write_text("a" * 2_000_000, encoding="utf-8")
+    config = ChunkingConfig(max_tokens=180, overlap_tokens=0)
+
+    started = time.perf_counter()
+    document = {d.path: d for d in read_documents(root / "acme").documents}["word.txt"]
+    chunks = chunk_document(document, config)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 20, elapsed
+    assert len(chunks) > 1
+    # Bounded in characters, not only in tokens: one 2 MB "token" must not make a 2 MB chunk.
+    assert max(len(c.text) for c in chunks) <= 20_000
+    assert all(c.n_tokens <= config.max_tokens for c in chunks)
+    assert sum(c.text.count("a") for c in chunks) == 2_000_000  # nothing lost
+
+
+# --- every place that lists a tenant's documents ------------------------------------------------
+
+
+@pytest.fixture
+def hostile_tenant(root) -> Path:
+    """acme with links out, edge-case PDFs, a zero-byte PDF, binary text and a huge word."""
+    acme = root / "acme"
+    (acme / "leak.md").symlink_to(root.parent / "outside" / "secret.md")
+    (acme / "neighbour").symlink_to(root / "globex", target_is_directory=True)
+    (acme / "edge").mkdir()
+    for pdf in sorted(EDGE_CASES.glob("*.pdf")):
+        shutil.copy(pdf, acme / "edge" / pdf.name)
+    (acme / "zero.pdf").write_bytes(b"")
+    (acme / "utf16.txt").write_bytes("Receipts.".encode("utf-16-le"))
+    (acme / "word.txt").write_text("a" * 2_000_000, encoding="utf-8")
+    return acme
+
+
+EXPECTED_REJECTIONS = {
+    "leak.md": "outside the document folder",
+    "neighbour": "outside the document folder",
+    "edge/pysample__libreoffice-writer-password.pdf": "encrypted",
+    "zero.pdf": "empty",
+    "utf16.txt": "binary",
+}
+
+
+def test_ingest_assets_record_each_hostile_file_and_go_on(root, hostile_tenant, tmp_path):
+    warehouse_root = tmp_path / "warehouse"
+    with instance_for_test() as instance:
+        key = register_partition(instance, "acme", "v1")
+        result = materialize(
+            ALL_ASSETS, selection=["raw_documents", "document_chunks"], partition_key=key,
+            instance=instance, resources=local_resources(root, warehouse_root),
+        )
+    assert result.success
+
+    warehouse = Warehouse(warehouse_root)
+    rejected = dict(zip(*warehouse.read("acme", "v1", "rejected_documents")[["path", "reason"]].T.values))
+    assert sorted(rejected) == sorted(EXPECTED_REJECTIONS)
+    for path, keyword in EXPECTED_REJECTIONS.items():
+        assert keyword in rejected[path], (path, rejected[path])
+    documents = warehouse.read("acme", "v1", "raw_documents")
+    readable_pdfs = [f"edge/{p.name}" for p in EDGE_CASES.glob("*.pdf") if "password" not in p.name]
+    assert len(readable_pdfs) >= 8
+    assert sorted(documents["path"]) == sorted(["policy.md", "word.txt", *readable_pdfs])
+    chunks = warehouse.read("acme", "v1", "document_chunks")
+    assert set(chunks["doc_id"]) == set(documents["doc_id"])
+    assert chunks["text"].str.len().max() <= 20_000
+    assert not chunks["text"].str.contains("4417").any()
+
+
+def test_the_new_documents_listing_never_reads_outside_the_folder(root, hostile_tenant):
+    listing = inbox.list_files(hostile_tenant)
+    before = inbox.fingerprint(hostile_tenant, listing)
+    (root.parent / "outside" / "secret.md").write_text("# Changed\n\nNew secret.\n", encoding="utf-8")
+    (root / "globex" / "secret.md").write_text("# Changed\n\nNew secret.\n", encoding="utf-8")
+
+    assert "leak.md" not in listing and not any(p.startswith("neighbour") for p in listing)
+    assert "word.txt" in listing and "edge/docling__right_to_left_01.pdf" in listing
+    assert inbox.fingerprint(hostile_tenant, inbox.list_files(hostile_tenant)) == before
+    assert inbox.scan_root(root).tenants["acme"] == listing
+
+
+def test_synthesize_from_a_folder_of_links_out_names_the_reason(root, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leak.md").symlink_to(root.parent / "outside" / "secret.md")
+
+    with pytest.raises(ValueError, match=r"no readable document .*leak\.md: .*outside the document folder"):
+        from_folder(docs, make_generator=None, judge=None, embedder=None, n_items=1)
