@@ -20,6 +20,7 @@ def request_key(request: dict) -> str:
 
 class JudgeCache:
     def __init__(self, path: Path | str | None = None):
+        self.path = str(path) if path else ""  # "" when in memory: nothing survives the process
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)

@@ -3,7 +3,12 @@
 - Schema-guided output: `json_schema` (vLLM, OpenAI) or `json_object` with a `schema` (llama.cpp server).
 - Every reply is validated against its pydantic model; a truncated reply (finish_reason "length") or
   an invalid one is retried once, then reported as a failure with the reason, never scored.
-- An unreachable server is retried with bounded backoff, then raises `JudgeUnavailable` naming the URL.
+- Server trouble that may pass (HTTP 408, 409, 429, 5xx, a refused or dropped connection, a timeout)
+  is retried by the openai client itself, with jittered exponential backoff that honours Retry-After.
+  Other refusals (400, 401, 404, 422, ...) are not retried: `JudgeMisconfigured`.
+- When a call still fails, no new call is sent, the calls in flight run to their end (and are
+  cached), then the run stops with `JudgeUnavailable` naming the URL, the last error, the attempts
+  made and how many calls were kept, so a rerun with the same cache repeats only the rest.
 - Replies are cached by request content, so re-runs make no call; token usage is counted per call kind.
 """
 
@@ -11,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import openai
@@ -29,8 +36,16 @@ class JudgeMisconfigured(RuntimeError):
     """The server refused the request itself (wrong model, unsupported response_format, prompt too long)."""
 
 
-# Worth retrying: the server is starting, overloaded or restarting. Other errors will not go away.
-_TRANSIENT_STATUS = {502, 503, 504}
+class _NotSent(Exception):
+    """A call skipped because another one already failed for good: the run is stopping."""
+
+
+# A server that never answers fails a call after (1 + max_retries) x timeout_s plus about 1.5 s of
+# backoff: 4.5 minutes with these defaults. An attempt's time includes waiting in the server's queue,
+# so a slow CPU server with several calls in flight may need a longer timeout.
+DEFAULT_TIMEOUT_S = 90.0
+DEFAULT_MAX_RETRIES = 2
+RETRY_REMINDER = "Reply with one JSON object that follows the schema exactly."
 
 
 @dataclass(frozen=True)
@@ -41,17 +56,22 @@ class LLMSettings:
     temperature: float = 0.0
     seed: int = 7
     max_tokens: int = 768
-    timeout_s: float = 120.0
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per attempt of one call
     response_format: str = "json_schema"
     concurrency: int = 4
-    connect_attempts: int = 4
-    backoff_s: float = 0.5
+    max_retries: int = DEFAULT_MAX_RETRIES  # per call, on top of the first attempt
 
     def __post_init__(self) -> None:
         if self.response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}, got {self.response_format!r}")
         if not self.base_url or not self.model:
             raise ValueError("an LLM judge or generator needs a base URL and a model name (--base-url and --model, or RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL)")
+        if not (isinstance(self.timeout_s, (int, float)) and math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ValueError(f"timeout_s (--timeout-s, RAG_EVAL_JUDGE_TIMEOUT_S) must be a number of seconds > 0, got {self.timeout_s!r}")
+        if not (isinstance(self.max_retries, int) and self.max_retries >= 0):
+            raise ValueError(f"max_retries (--max-retries, RAG_EVAL_JUDGE_MAX_RETRIES) must be an integer >= 0, got {self.max_retries!r}")
+        if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
+            raise ValueError(f"concurrency (--concurrency, RAG_EVAL_JUDGE_CONCURRENCY) must be an integer >= 1, got {self.concurrency!r}")
 
 
 @dataclass
@@ -66,12 +86,37 @@ class StructuredLLM:
         self.settings = settings
         self.cache = cache if cache is not None else JudgeCache()  # an empty cache is falsy
         self._client: openai.AsyncOpenAI | None = None
+        self._start_run()
 
     def open(self) -> None:
         """A client for the running event loop (each asyncio.run needs its own)."""
         self._client = openai.AsyncOpenAI(
-            base_url=self.settings.base_url, api_key=self.settings.api_key, timeout=self.settings.timeout_s, max_retries=0
+            base_url=self.settings.base_url, api_key=self.settings.api_key, timeout=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
         )
+        self._start_run()
+
+    def _start_run(self) -> None:
+        self._failure: JudgeUnavailable | JudgeMisconfigured | None = None  # the first call that failed for good
+        self._kept = 0  # calls answered and stored in the cache since open()
+        self._not_sent = 0  # calls skipped once a call had failed
+
+    async def run_all(self, awaitables: Iterable[Awaitable]) -> list:
+        """Every awaitable runs to its end, so each call that can still finish is cached; then the
+        first server failure (with what was kept) or any other error is raised."""
+        results = await asyncio.gather(*awaitables, return_exceptions=True)
+        self.raise_failure()
+        return _raise_first(results)
+
+    def raise_failure(self) -> None:
+        error = self._failure
+        if error is None:
+            return
+        where = (f"the call cache {self.cache.path}" if self.cache.path
+                 else "the in-memory call cache, lost at exit (set a cache path to resume)")
+        note = (f"; {self._kept} finished call(s) are kept in {where} and {self._not_sent} call(s) were not sent "
+                "after the failure: a rerun with the same cache sends only the calls that did not finish")
+        raise type(error)(f"{error}{note}").with_traceback(error.__traceback__) from error.__cause__
 
     async def call(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> CallResult:
         request = self._request(kind, messages, schema)
@@ -81,6 +126,16 @@ class StructuredLLM:
         if cached is not None:
             usage["cache_hits"] = 1
             return CallResult(schema.model_validate_json(cached[0]), "", usage)
+        if self._failure is not None:  # the server already failed for good: do not queue more work on it
+            self._not_sent += 1
+            raise _NotSent(kind)
+        try:
+            return await self._ask(kind, request, key, schema, usage)
+        except (JudgeUnavailable, JudgeMisconfigured) as error:
+            self._failure = self._failure or error
+            raise
+
+    async def _ask(self, kind: str, request: dict, key: str, schema: type[BaseModel], usage: dict) -> CallResult:
         failure = ""
         for attempt in range(2):  # one retry for a truncated or invalid reply
             if attempt:
@@ -106,6 +161,7 @@ class StructuredLLM:
                 failure = f"reply does not match the {kind} schema: {_first_error(error)}"
                 continue
             self.cache.put(key, parsed.model_dump_json(), usage["prompt_tokens"], usage["completion_tokens"])
+            self._kept += 1
             return CallResult(parsed, "", usage)
         return CallResult(None, f"{failure} (after one retry)", usage)
 
@@ -130,42 +186,65 @@ class StructuredLLM:
         if failure.startswith("reply truncated"):
             retry["max_tokens"] = request["max_tokens"] * 2
         else:
-            reminder = {"role": "user", "content": "Reply with one JSON object that follows the schema exactly."}
-            retry["messages"] = [*request["messages"], reminder]
+            retry["messages"] = [*request["messages"], {"role": "user", "content": RETRY_REMINDER}]
         return retry
 
     async def _create(self, request: dict):
-        delay = self.settings.backoff_s
-        for attempt in range(1, self.settings.connect_attempts + 1):
-            try:
-                return await self._client.chat.completions.create(**request)
-            except openai.APIStatusError as error:
-                if error.status_code not in _TRANSIENT_STATUS:
-                    raise JudgeMisconfigured(
-                        f"judge server at {self.settings.base_url} refused the request (HTTP {error.status_code}): "
-                        f"{_server_message(error)}"
-                        + (" - for a llama.cpp server use response_format 'json_object_schema'"
-                           if "json_object" in _server_message(error) else "")
-                    ) from error
-                if attempt == self.settings.connect_attempts:
-                    raise JudgeUnavailable(
-                        f"judge server at {self.settings.base_url} kept failing (HTTP {error.status_code}) "
-                        f"after {attempt} attempts"
-                    ) from error
-            except (openai.APIConnectionError, openai.APITimeoutError) as error:
-                if attempt == self.settings.connect_attempts:
-                    raise JudgeUnavailable(
-                        f"judge server at {self.settings.base_url} did not answer after {attempt} attempts: "
-                        f"{type(error).__name__}: {error}"
-                    ) from error
-            await asyncio.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
+        """One chat completion; the openai client retries what may pass (see the module docstring)."""
+        server = f"judge server at {self.settings.base_url}"
+        try:
+            return await self._client.chat.completions.create(**request)
+        except openai.APIStatusError as error:
+            message, retried = _server_message(error), _is_retried(error.status_code)
+            # llama.cpp's server answers an unsupported response_format with a 500: retried, yet our mistake.
+            hint = " - for a llama.cpp server use response_format 'json_object_schema'" if "json_object" in message else ""
+            if retried and not hint:
+                raise JudgeUnavailable(
+                    f"{server} kept failing: HTTP {error.status_code} ({message}) {self._attempts(error)}"
+                ) from error
+            raise JudgeMisconfigured(
+                f"{server} refused the request (HTTP {error.status_code}, "
+                f"{self._attempts(error) if retried else 'not retried'}): {message}{hint}"
+            ) from error
+        except openai.APITimeoutError as error:
+            raise JudgeUnavailable(
+                f"{server} did not answer within {self.settings.timeout_s:g} s {self._attempts(error)}"
+            ) from error
+        except openai.APIConnectionError as error:
+            cause = error.__cause__ or error
+            raise JudgeUnavailable(
+                f"{server} did not answer: connection failed ({type(cause).__name__}: {cause}) {self._attempts(error)}"
+            ) from error
+
+    def _attempts(self, error: openai.APIError) -> str:
+        """How many requests this call made: the openai client numbers its retries in a request header."""
+        taken = error.request.headers.get("x-stainless-retry-count", "") if error.request is not None else ""
+        made = int(taken) + 1 if taken.isdigit() else f"up to {self.settings.max_retries + 1}"
+        made = f"{made} attempt" + ("" if made == 1 else "s")
+        return (f"after {made} (max_retries {self.settings.max_retries}, "
+                f"timeout {self.settings.timeout_s:g} s per attempt)")
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+async def settle(awaitables: Iterable[Awaitable]) -> list:
+    """Await every one to its end (a failing sibling does not orphan the others), then raise the first error."""
+    return _raise_first(await asyncio.gather(*awaitables, return_exceptions=True))
+
+
+def _raise_first(results: list) -> list:
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+def _is_retried(status: int) -> bool:
+    """The statuses the openai client retries: the server is busy, restarting or failing for now."""
+    return status in (408, 409, 429) or status >= 500
 
 
 def _server_message(error: openai.APIStatusError) -> str:

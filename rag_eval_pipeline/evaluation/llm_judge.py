@@ -8,11 +8,14 @@ When only one of faithfulness / answer relevance is asked for, its half of `answ
 (answer_statements or generated_questions). Optional: context_relevance (contextual relevancy),
 correctness (answer correctness). Fused mode: both in a single call per item.
 Verdict lists are checked against what was asked: a wrong count makes that judgement a failure.
+The judge's name carries a hash of its prompts and reply schemas, so an edit to them is a new judge.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -32,7 +35,7 @@ from rag_eval_pipeline.evaluation.judgement import (
     add_usage,
 )
 from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import CallResult, LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.evaluation.metrics import EvalItem
 from rag_eval_pipeline.text import split_sentences
 
@@ -91,6 +94,83 @@ class FusedTriad(_Strict):
     chunk_relevance: list[Literal[0, 1]]
 
 
+# One template per kind of call, filled by str.format with the fields of `_fields`.
+PROMPTS = {
+    "answer": (
+        "statements: split the ANSWER into short, self-contained factual statements; for each, verdict 1 if the "
+        "CONTEXT directly supports it, 0 if not.\n"
+        "questions: {n_questions} different questions the ANSWER answers. noncommittal: true if the answer "
+        "is evasive or says it does not know.\n\n"
+        "QUESTION: {question}\n\nCONTEXT:\n{context}\n\nANSWER: {answer}"
+    ),
+    ANSWER_STATEMENTS: (
+        "Split the ANSWER into short, self-contained factual statements. For each, verdict 1 if the CONTEXT "
+        "directly supports it, 0 if not. Ignore the question when judging support.\n\n"
+        "QUESTION: {question}\n\nCONTEXT:\n{context}\n\nANSWER: {answer}"
+    ),
+    GENERATED_QUESTIONS: (
+        "Write {n_questions} different questions that the ANSWER below answers. Set noncommittal to true "
+        "if the answer is evasive or says it does not know.\n\n"
+        "ANSWER: {answer}"
+    ),
+    "ground_truth": (
+        "For each numbered REFERENCE sentence, verdict 1 if the CONTEXT chunks support it, else 0 "
+        "(sentence_verdicts: exactly {n_sentences} values). For each numbered CONTEXT chunk, 1 if it is useful "
+        "for the reference answer, else 0 (chunk_relevance: exactly {n_chunks} values).\n\n"
+        "QUESTION: {question}\n\nCONTEXT:\n{context}\n\nREFERENCE:\n{reference}"
+    ),
+    CONTEXT_RELEVANCE: (
+        "Split the CONTEXT into short statements. For each, verdict 1 if it is relevant to answering the "
+        "QUESTION, else 0.\n\nQUESTION: {question}\n\nCONTEXT:\n{context}"
+    ),
+    CORRECTNESS: (
+        "answer_verdicts: for each of the {n_claims} ANSWER statements, 1 if the REFERENCE supports it, else 0. "
+        "truth_verdicts: for each of the {n_sentences} REFERENCE sentences, 1 if the ANSWER states it, else 0.\n\n"
+        "ANSWER STATEMENTS:\n{claims}\n\nREFERENCE:\n{reference}"
+    ),
+    "fused_triad": (
+        "Evaluate in one pass.\n"
+        "statements: split the ANSWER into factual statements, verdict 1 if the CONTEXT supports each, else 0.\n"
+        "questions: {n_questions} questions the ANSWER answers; noncommittal: true if the answer is evasive.\n"
+        "sentence_verdicts: exactly {n_sentences} values, 1 if the CONTEXT supports each REFERENCE sentence.\n"
+        "chunk_relevance: exactly {n_chunks} values, 1 if each CONTEXT chunk is useful for the reference.\n\n"
+        "QUESTION: {question}\n\nCONTEXT:\n{context}\n\n"
+        "ANSWER: {answer}\n\nREFERENCE:\n{reference}"
+    ),
+}
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "answer": AnswerJudgement,
+    ANSWER_STATEMENTS: StatementVerdicts,
+    GENERATED_QUESTIONS: QuestionsFromAnswer,
+    "ground_truth": GroundTruthVerdicts,
+    CONTEXT_RELEVANCE: StatementVerdicts,
+    CORRECTNESS: CorrectnessVerdicts,
+    "fused_triad": FusedTriad,
+}
+
+
+def prompt_version(n_questions: int) -> str:
+    """A short hash of everything that shapes what the judge is asked: templates, message layout,
+    reply schemas, the reminder of a retried call and the number of questions. Computed, not bumped
+    by hand, so no prompt edit can keep an old version."""
+    material = {
+        "prompts": PROMPTS,
+        "schemas": {kind: schema.model_json_schema() for kind, schema in SCHEMAS.items()},
+        "layout": _messages(_numbered(["first", "second"])),
+        "retry_reminder": RETRY_REMINDER,
+        "n_questions": n_questions,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+
+
+def _fields(item: EvalItem, truth: list[str], n_questions: int) -> dict:
+    return {
+        "question": item.question, "answer": item.answer, "context": _numbered(item.context_texts),
+        "reference": _numbered(truth), "n_sentences": len(truth), "n_chunks": len(item.contexts),
+        "n_questions": n_questions,
+    }
+
+
 def _numbered(texts: list[str]) -> str:
     return "\n".join(f"[{i + 1}] {text}" for i, text in enumerate(texts)) or "(none)"
 
@@ -100,7 +180,7 @@ class LLMJudge:
         if mode not in ("decomposed", "fused"):
             raise ValueError(f"mode must be 'decomposed' or 'fused', got {mode!r}")
         self.llm, self.mode, self.n_questions = llm, mode, n_questions
-        self.name = f"llm:{llm.settings.model}:{mode}"
+        self.name = f"llm:{llm.settings.model}:{mode}:prompt-{prompt_version(n_questions)}"
 
     def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
         return asyncio.run(self._judge_all(items, needs))
@@ -110,17 +190,19 @@ class LLMJudge:
         limit = asyncio.Semaphore(self.llm.settings.concurrency)
         self.llm.open()
         try:
-            return await asyncio.gather(*(self._judge(item, needs, limit) for item in items))
+            return await self.llm.run_all(self._judge(item, needs, limit) for item in items)
         finally:
             await self.llm.close()
 
     async def _judge(self, item: EvalItem, needs: set[str], limit: asyncio.Semaphore) -> Judgement:
         judgement = Judgement()
         truth = split_sentences(item.ground_truth)
+        fields = _fields(item, truth, self.n_questions)
 
-        async def call(kind, messages, schema) -> CallResult:
+        async def call(kind: str, **more_fields) -> CallResult:
+            messages = _messages(PROMPTS[kind].format(**fields, **more_fields))
             async with limit:
-                result = await self.llm.call(kind, messages, schema)
+                result = await self.llm.call(kind, messages, SCHEMAS[kind])
             add_usage(judgement.usage, kind, result.usage)
             return result
 
@@ -140,20 +222,13 @@ class LLMJudge:
                 tasks.append(self._ground_truth(item, truth, call, judgement))
         if CONTEXT_RELEVANCE in needs:
             tasks.append(self._context_relevance(item, call, judgement))
-        await asyncio.gather(*tasks)
+        await settle(tasks)  # all of this item's calls end (and are cached) before a failure is raised
         if CORRECTNESS in needs:  # reuses the answer's statements, so it runs after them
             await self._correctness(item, truth, call, judgement)
         return judgement
 
     async def _answer(self, item, call, judgement) -> None:
-        prompt = (
-            "statements: split the ANSWER into short, self-contained factual statements; for each, verdict 1 if the "
-            "CONTEXT directly supports it, 0 if not.\n"
-            f"questions: {self.n_questions} different questions the ANSWER answers. noncommittal: true if the answer "
-            "is evasive or says it does not know.\n\n"
-            f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\nANSWER: {item.answer}"
-        )
-        result = await call("answer", _messages(prompt), AnswerJudgement)
+        result = await call("answer")
         if result.parsed is None:
             judgement.answer_statements = judgement.generated_questions = Failure(result.failure)
             return
@@ -166,21 +241,11 @@ class LLMJudge:
         if not item.answer.strip():
             judgement.answer_statements = []
             return
-        prompt = (
-            "Split the ANSWER into short, self-contained factual statements. For each, verdict 1 if the CONTEXT "
-            "directly supports it, 0 if not. Ignore the question when judging support.\n\n"
-            f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\nANSWER: {item.answer}"
-        )
-        result = await call(ANSWER_STATEMENTS, _messages(prompt), StatementVerdicts)
+        result = await call(ANSWER_STATEMENTS)
         judgement.answer_statements = _verdicts_or_failure(result)
 
     async def _questions(self, item, call, judgement) -> None:
-        prompt = (
-            f"Write {self.n_questions} different questions that the ANSWER below answers. Set noncommittal to true "
-            "if the answer is evasive or says it does not know.\n\n"
-            f"ANSWER: {item.answer}"
-        )
-        result = await call(GENERATED_QUESTIONS, _messages(prompt), QuestionsFromAnswer)
+        result = await call(GENERATED_QUESTIONS)
         judgement.generated_questions = (
             Failure(result.failure) if result.parsed is None
             else GeneratedQuestions([q for q in result.parsed.questions if q.strip()], result.parsed.noncommittal)
@@ -191,24 +256,14 @@ class LLMJudge:
             judgement.ground_truth_support = []
             judgement.chunk_relevance = Failure("no ground-truth answer to judge chunk relevance against")
             return
-        prompt = (
-            "For each numbered REFERENCE sentence, verdict 1 if the CONTEXT chunks support it, else 0 "
-            f"(sentence_verdicts: exactly {len(truth)} values). For each numbered CONTEXT chunk, 1 if it is useful "
-            f"for the reference answer, else 0 (chunk_relevance: exactly {len(item.contexts)} values).\n\n"
-            f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\nREFERENCE:\n{_numbered(truth)}"
-        )
-        result = await call("ground_truth", _messages(prompt), GroundTruthVerdicts)
+        result = await call("ground_truth")
         judgement.ground_truth_support, judgement.chunk_relevance = _truth_and_chunks(result, truth, item)
 
     async def _context_relevance(self, item, call, judgement) -> None:
         if not item.contexts:
             judgement.context_relevance = []
             return
-        prompt = (
-            "Split the CONTEXT into short statements. For each, verdict 1 if it is relevant to answering the "
-            f"QUESTION, else 0.\n\nQUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}"
-        )
-        result = await call(CONTEXT_RELEVANCE, _messages(prompt), StatementVerdicts)
+        result = await call(CONTEXT_RELEVANCE)
         judgement.context_relevance = _verdicts_or_failure(result)
 
     async def _correctness(self, item, truth, call, judgement) -> None:
@@ -220,12 +275,7 @@ class LLMJudge:
         if not claims or not truth:
             judgement.correctness = Correctness([], claims, truth)
             return
-        prompt = (
-            f"answer_verdicts: for each of the {len(claims)} ANSWER statements, 1 if the REFERENCE supports it, else 0. "
-            f"truth_verdicts: for each of the {len(truth)} REFERENCE sentences, 1 if the ANSWER states it, else 0.\n\n"
-            f"ANSWER STATEMENTS:\n{_numbered(claims)}\n\nREFERENCE:\n{_numbered(truth)}"
-        )
-        result = await call(CORRECTNESS, _messages(prompt), CorrectnessVerdicts)
+        result = await call(CORRECTNESS, claims=_numbered(claims), n_claims=len(claims))
         if result.parsed is None:
             judgement.correctness = Failure(result.failure)
         elif len(result.parsed.answer_verdicts) != len(claims) or len(result.parsed.truth_verdicts) != len(truth):
@@ -241,16 +291,7 @@ class LLMJudge:
             )
 
     async def _fused(self, item, truth, call, judgement) -> None:
-        prompt = (
-            "Evaluate in one pass.\n"
-            "statements: split the ANSWER into factual statements, verdict 1 if the CONTEXT supports each, else 0.\n"
-            f"questions: {self.n_questions} questions the ANSWER answers; noncommittal: true if the answer is evasive.\n"
-            f"sentence_verdicts: exactly {len(truth)} values, 1 if the CONTEXT supports each REFERENCE sentence.\n"
-            f"chunk_relevance: exactly {len(item.contexts)} values, 1 if each CONTEXT chunk is useful for the reference.\n\n"
-            f"QUESTION: {item.question}\n\nCONTEXT:\n{_numbered(item.context_texts)}\n\n"
-            f"ANSWER: {item.answer}\n\nREFERENCE:\n{_numbered(truth)}"
-        )
-        result = await call("fused_triad", _messages(prompt), FusedTriad)
+        result = await call("fused_triad")
         if result.parsed is None:
             failure = Failure(result.failure)
             judgement.answer_statements = judgement.generated_questions = failure

@@ -12,7 +12,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from rag_eval_pipeline.evaluation.judge import Judge, OfflineJudge
-from rag_eval_pipeline.evaluation.llm_client import LLMSettings
+from rag_eval_pipeline.evaluation.llm_client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, LLMSettings
 from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
 from rag_eval_pipeline.resources.embedder import EmbedderResource
 
@@ -27,7 +27,11 @@ class JudgeResource(ConfigurableResource):
     response_format: str = Field(default="json_schema", description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp).")
     seed: int = 7
     max_tokens: int = 768
-    timeout_s: float = 120.0
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, description="Seconds one attempt of a call may take.")
+    max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES,
+        description="Retries of a call on HTTP 408, 409, 429, 5xx, a connection error or a timeout (jittered backoff, Retry-After honoured).",
+    )
     concurrency: int = 4
     cache_path: str = Field(default="", description="On-disk cache of judge calls; empty keeps it in memory.")
 
@@ -48,7 +52,7 @@ class JudgeResource(ConfigurableResource):
         return LLMSettings(
             base_url=self.base_url, model=self.model, api_key=self.api_key, seed=self.seed,
             max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
-            concurrency=self.concurrency,
+            concurrency=self.concurrency, max_retries=self.max_retries,
         )
 
 
@@ -62,6 +66,19 @@ def judge_from_env(embedder: EmbedderResource, default_cache_path: str) -> Judge
         api_key=env("RAG_EVAL_JUDGE_API_KEY", "not-needed"),
         mode=env("RAG_EVAL_JUDGE_MODE", "decomposed"),
         response_format=env("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json_schema"),
-        concurrency=int(env("RAG_EVAL_JUDGE_CONCURRENCY", "4")),
+        concurrency=_number("RAG_EVAL_JUDGE_CONCURRENCY", int, 4),
+        timeout_s=_number("RAG_EVAL_JUDGE_TIMEOUT_S", float, DEFAULT_TIMEOUT_S),
+        max_retries=_number("RAG_EVAL_JUDGE_MAX_RETRIES", int, DEFAULT_MAX_RETRIES),
         cache_path=env("RAG_EVAL_JUDGE_CACHE", default_cache_path),
     )
+
+
+def _number(variable: str, kind: type, default):
+    """A numeric variable; a typo names the variable rather than failing deep in the run."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{variable} must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None

@@ -13,11 +13,19 @@ Whether an answer is true to its passage is not checked here: verification's gro
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 
 from pydantic import BaseModel, ConfigDict
 
 from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.evaluation.llm_client import (
+    RETRY_REMINDER,
+    JudgeMisconfigured,
+    JudgeUnavailable,
+    LLMSettings,
+    StructuredLLM,
+)
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
     QUESTION_TYPES,
@@ -33,7 +41,6 @@ from rag_eval_pipeline.synthesis.items import (
     normalise,
 )
 
-PROMPT_VERSION = "llm-qa-v1"  # bump whenever a prompt or a schema below changes
 MAX_QUESTION_WORDS = 80
 MAX_ANSWER_WORDS = 150
 ECHO_WORDS = 6  # this many words in a row from our instructions is a copy, not a coincidence
@@ -99,12 +106,12 @@ class GeneratorMisconfigured(JudgeMisconfigured):
 
 
 class LLMGenerator:
-    prompt_version = PROMPT_VERSION
     supported_types = QUESTION_TYPES
 
     def __init__(self, llm: StructuredLLM):
         self.llm = llm
         self.name = f"llm:{llm.settings.model}"
+        self.prompt_version = PROMPT_VERSION
         # StructuredLLM usage summed over every generate() of this generator (calls, cache_hits,
         # tokens, retries): the synthesis driver calls it once per round of tasks.
         self.usage: dict[str, int] = {}
@@ -122,7 +129,7 @@ class LLMGenerator:
         limit = asyncio.Semaphore(self.llm.settings.concurrency)
         self.llm.open()
         try:
-            return await asyncio.gather(*(self._generate(task, limit) for task in tasks))
+            return await self.llm.run_all(self._generate(task, limit) for task in tasks)
         finally:
             await self.llm.close()
 
@@ -239,6 +246,22 @@ def _words(text: str) -> int:
 
 def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _prompt_version() -> str:
+    """"llm-qa-" and a short hash of what the model is asked: the messages of every question type (with one
+    and with two passages), the reply schemas and the reminder of a retried call. Computed, never bumped
+    by hand, so no prompt edit can keep an old version."""
+    chunks = (SourceChunk("a#0", "a", "Title A", "Heading A", "Text A."), SourceChunk("b#0", "b", "Title B", "", "Text B."))
+    material = {
+        "messages": {kind: [messages_for(GenerationTask(kind, chunks[:n], 0)) for n in (1, 2)] for kind in QUESTION_TYPES},
+        "schemas": [AnswerAndQuestion.model_json_schema(), QuestionOnly.model_json_schema()],
+        "retry_reminder": RETRY_REMINDER,
+    }
+    return "llm-qa-" + hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+
+
+PROMPT_VERSION = _prompt_version()
 
 
 def _as_generator(error: Exception) -> str:

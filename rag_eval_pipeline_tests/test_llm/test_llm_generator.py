@@ -37,7 +37,7 @@ from rag_eval_pipeline.synthesis.llm_generation import (
     check_reply,
 )
 
-from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer
+from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
 LEAVE = SourceChunk(
     "leave#0", "leave", "Northwind Employee Handbook", "Annual leave",
@@ -66,12 +66,14 @@ TASKS = {
 
 def real_settings(server, **settings) -> LLMSettings:
     # llama-cpp-python's server knows json_object with a schema, not json_schema.
+    # timeout: the local server answers one request at a time on a few shared CPU cores.
+    settings = {"timeout_s": 300.0, **settings}
     return LLMSettings(base_url=server.base_url, model=server.model, response_format="json_object_schema", **settings)
 
 
 def fake_generator(server: FakeOpenAIServer, **settings) -> LLMGenerator:
     # concurrency 1: the fake hands out its replies in request order, so tasks must ask in task order.
-    settings = {"concurrency": 1, "backoff_s": 0.01, **settings}
+    settings = {"concurrency": 1, **settings}
     return LLMGenerator(StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", **settings)))
 
 
@@ -194,8 +196,8 @@ def test_an_answer_leaked_into_the_question_is_a_failure():
 
 
 def test_a_server_that_keeps_answering_503_stops_the_run_naming_the_generator_and_url():
-    with FakeOpenAIServer([(503, "loading model", "stop")] * 3) as server:
-        generator = fake_generator(server, connect_attempts=3)
+    with FakeOpenAIServer(default=Reply(503, "loading model", headers={"retry-after-ms": "10"})) as server:
+        generator = fake_generator(server, max_retries=2)
         with pytest.raises(GeneratorUnavailable, match=rf"generator.*{server.base_url.replace('.', '[.]')}.*HTTP 503"):
             generator.generate([TASKS[SIMPLE]])
     assert issubclass(GeneratorUnavailable, JudgeUnavailable)  # existing "server down" handlers still apply
@@ -205,7 +207,7 @@ def test_a_server_that_is_not_there_stops_the_run():
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    generator = LLMGenerator(StructuredLLM(LLMSettings(base_url=url, model="m", connect_attempts=2, backoff_s=0.01)))
+    generator = LLMGenerator(StructuredLLM(LLMSettings(base_url=url, model="m", max_retries=1)))
     with pytest.raises(JudgeUnavailable, match=r"question generator's LLM server .*did not answer"):
         generator.generate([TASKS[SIMPLE]])
 

@@ -17,9 +17,11 @@ from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
 from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
 from rag_eval_pipeline.llm.local_server import LocalLlamaServer
 
-from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer
+from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
 CORE = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
+# The local server answers one request at a time on a few shared CPU cores: a queued call can wait minutes.
+SLOW_CPU_TIMEOUT_S = 300.0
 ITEMS = [
     EvalItem(
         "q1", "How long are API logs kept?", "API logs are kept for 90 days.",
@@ -46,6 +48,7 @@ def embedder():
 
 
 def judge_for(server_url, model, cache=None, mode="decomposed", **settings):
+    settings = {"timeout_s": SLOW_CPU_TIMEOUT_S, **settings}
     llm_settings = LLMSettings(base_url=server_url, model=model, response_format="json_object_schema", **settings)
     return LLMJudge(StructuredLLM(llm_settings, cache), mode=mode)
 
@@ -126,7 +129,7 @@ def test_a_killed_server_fails_with_its_url(embedder):
     with LocalLlamaServer() as server:
         url, model = server.base_url, server.model
         server.kill()
-        judge = judge_for(url, model, connect_attempts=2, backoff_s=0.05)
+        judge = judge_for(url, model, max_retries=1)
         with pytest.raises(JudgeUnavailable, match=url.replace(".", r"\.")):
             score_items(ITEMS[:1], judge, embedder, ("faithfulness",))
 
@@ -137,7 +140,7 @@ def test_a_killed_server_fails_with_its_url(embedder):
 def _call(server: FakeOpenAIServer, schema, **settings):
     from rag_eval_pipeline.evaluation.llm_judge import StatementVerdicts
 
-    llm = StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", backoff_s=0.01, **settings))
+    llm = StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", **settings))
 
     async def run():
         llm.open()
@@ -174,7 +177,7 @@ def test_a_raw_newline_inside_a_json_string_is_accepted():
 
 
 def test_a_503_is_retried_and_a_400_is_not():
-    with FakeOpenAIServer([(503, "loading model", "stop"), (200, GOOD, "stop")]) as server:
+    with FakeOpenAIServer([Reply(503, "loading model", headers={"retry-after-ms": "10"}), (200, GOOD, "stop")]) as server:
         assert _call(server, None).parsed is not None
     with FakeOpenAIServer([(400, "maximum context length is 2048 tokens", "stop")]) as server:
         with pytest.raises(JudgeMisconfigured, match="HTTP 400.*maximum context length"):

@@ -1,0 +1,34 @@
+"""`rag-eval gate` with an LLM judge that cannot be reached: an error exit whose message names the URL."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
+
+
+def _cli(env, *args):
+    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(cli_env):
+    assert _cli(cli_env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
+    synthesis = _cli(cli_env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis")
+    assert synthesis.returncode == 0, synthesis.stderr
+    url = _closed_port_url()
+    judge_env = {**cli_env, "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": url, "RAG_EVAL_JUDGE_MODEL": "m",
+                 "RAG_EVAL_JUDGE_MAX_RETRIES": "0"}
+
+    completed = _cli(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
+
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    [error_line] = [line for line in completed.stderr.splitlines() if line.startswith("error in ")]
+    assert error_line.startswith("error in metric_scores: JudgeUnavailable: ")
+    assert f"judge server at {url} did not answer: connection failed" in error_line
