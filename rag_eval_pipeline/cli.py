@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 from tqdm import tqdm
 
 from rag_eval_pipeline import settings
@@ -17,8 +18,11 @@ from rag_eval_pipeline.evaluation.judge import OfflineJudge
 from rag_eval_pipeline.evaluation.llm_client import RESPONSE_FORMATS, JudgeMisconfigured, JudgeUnavailable, LLMSettings
 from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
-from rag_eval_pipeline.evaluation.tabular import read_table, results_frame, summary_table, to_items, write_table
-from rag_eval_pipeline.instance import local_instance
+from rag_eval_pipeline.evaluation.tabular import (
+    MAX_FIELD_CHARS, check_format, check_output_path, duplicate_ids, read_rows, results_frame, summary_table,
+    to_items, write_table,
+)
+from rag_eval_pipeline.instance import InstanceConfigError, local_instance
 from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
 from rag_eval_pipeline.reporting.baseline_cli import add_commands as add_baseline_commands
 from rag_eval_pipeline.reporting.baselines import BaselineStore
@@ -29,8 +33,8 @@ from rag_eval_pipeline.synthesis.pipeline import parse_mix
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.review_cli import add_commands
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
-from rag_eval_pipeline.synthesis.versions import latest_version
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.synthesis.versions import latest_version, read_manifest
+from rag_eval_pipeline.warehouse import COMMIT_TAG, Warehouse, validate_commit
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
 
@@ -40,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (PartitionNameError, FileNotFoundError) as error:
+    except (PartitionNameError, FileNotFoundError, InstanceConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
@@ -66,10 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     evaluate = commands.add_parser("evaluate", help="score a file of (question, contexts, answer, ground truth) rows")
-    evaluate.add_argument("--input", required=True, type=Path, help=".jsonl, .csv or .parquet")
+    evaluate.add_argument("--input", required=True, type=Path,
+                          help=f".jsonl, .csv or .parquet; a row with a text field over {MAX_FIELD_CHARS:,} characters "
+                               "is reported and not scored")
     evaluate.add_argument("--out", required=True, type=Path, help=".jsonl, .csv or .parquet")
     evaluate.add_argument("--metrics", default=",".join(ALL_METRICS), help="comma-separated, default: all")
-    evaluate.add_argument("--k", type=int, default=5, help="cut-off for hit rate@k and MRR")
+    evaluate.add_argument("--k", type=int, default=5, help="cut-off for hit rate@k and MRR, at least 1")
     evaluate.add_argument("--judge", choices=["offline", "llm"], default="offline")
     _add_llm_args(evaluate)
     evaluate.set_defaults(handler=_evaluate)
@@ -102,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--branch", default="", help="the candidate's branch: a pass on the main branch promotes it")
     gate.add_argument("--main-branch", default="main", help="the branch whose passing candidates become the baseline")
     gate.add_argument("--junit", type=Path, help="also write the verdict per metric as JUnit XML")
+    gate.add_argument("--no-rescore-baseline", dest="rescore_baseline", action="store_false",
+                      help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
+                           "re-scoring its archived outputs with the current judge")
     gate.set_defaults(handler=_gate)
     add_commands(commands)  # diff, review export, review import
     add_baseline_commands(commands)  # baseline show, baseline promote
@@ -117,6 +126,13 @@ def _add_llm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--response-format", choices=list(RESPONSE_FORMATS), default="json_schema",
                         help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--timeout-s", type=float,
+                        default=os.environ.get("RAG_EVAL_JUDGE_TIMEOUT_S", str(LLMSettings.timeout_s)),
+                        help="seconds one attempt of a call may take (default %(default)s)")
+    parser.add_argument("--max-retries", type=int,
+                        default=os.environ.get("RAG_EVAL_JUDGE_MAX_RETRIES", str(LLMSettings.max_retries)),
+                        help="retries of a call on HTTP 408/409/429/5xx, a connection error or a timeout, "
+                             "with jittered backoff that honours Retry-After (default %(default)s)")
     parser.add_argument("--cache", default=str(settings.warehouse_root() / "judge_cache.sqlite"),
                         help="on-disk cache of LLM calls ('' for none)")
 
@@ -141,20 +157,22 @@ def _register(args) -> int:
 def _run(args) -> int:
     instance = local_instance()
     key = require_registered(instance, args.tenant, args.version)
-    return _execute(instance, key, args)
+    return _execute(instance, key, args)[0]
 
 
 def _demo(args) -> int:
     instance = local_instance()
     key = register_partition(instance, DEMO_TENANT, args.version)
     args.tenant, args.job = DEMO_TENANT, "full_pipeline"
-    status = _execute(instance, key, args)
+    status, _ = _execute(instance, key, args)
     if status == 0:
         print("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
     return status
 
 
 def _gate(args) -> int:
+    if not _valid_commit(args.candidate, "--candidate"):
+        return ERROR
     instance = local_instance()
     warehouse = Warehouse(settings.warehouse_root())
     version = args.version or latest_version(warehouse, args.tenant)
@@ -162,6 +180,10 @@ def _gate(args) -> int:
         print(f"error: tenant {args.tenant!r} has no published golden set yet: run its synthesis job first", file=sys.stderr)
         return ERROR
     key = require_registered(instance, args.tenant, version)
+    if read_manifest(warehouse, args.tenant, version) is None:
+        print(f"error: the golden set of {args.tenant}/{version} is not published (its synthesis did not finish or "
+              "its checks failed): nothing to gate on", file=sys.stderr)
+        return ERROR
     audited = BaselineStore(warehouse).audited_commits(args.tenant, version)
     if args.baseline and args.baseline not in audited:
         known = ", ".join(audited) or "none yet"
@@ -172,10 +194,14 @@ def _gate(args) -> int:
         tenant=args.tenant, version=version, job="audit", candidate=args.entry or args.outputs or "reference",
         commit=args.candidate, promote_baseline=False, tolerance=args.tolerance,
         baseline_commit=args.baseline or "", branch=args.branch, main_branch=args.main_branch,
+        rescore_baseline=args.rescore_baseline,
     )
-    if _execute(instance, key, run) == ERROR:  # a blocked run still wrote its report: the verdict decides
+    status, run_id = _execute(instance, key, run)
+    if status == ERROR:  # a blocked run still wrote its report: the verdict decides
         return ERROR
-    report = warehouse.read(args.tenant, version, "regression_report")
+    # This run's own report, never another audit's, even when several gates of the tenant run at once.
+    folder = warehouse.audit_dir(args.tenant, version, args.candidate, run_id)
+    report = pd.read_parquet(folder / "regression_report.parquet")
     verdict = str(report["verdict_overall"].iloc[0])
     failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
     if args.junit:
@@ -183,15 +209,30 @@ def _gate(args) -> int:
     print(f"gate: {verdict.upper()} for commit {args.candidate} on {args.tenant}/{version}"
           + (f"; regressed: {', '.join(failing)}" if failing else ""))
     print(f"baseline: {report['baseline_commit'].iloc[0]}")
+    if "re-scored" in report["baseline_source"].iloc[0]:
+        print(f"note: {report['baseline_source'].iloc[0].split('; ', 1)[1]}")
     if report["promoted_to_baseline"].iloc[0]:
         print(f"{args.candidate} is now the baseline: {report['promoted_to_baseline'].iloc[0]}")
-    print(f"report: {warehouse.partition_dir(args.tenant, version) / 'regression_report.md'}")
+    print(f"report: {folder / 'regression_report.md'}")
     return exit_code(verdict)
 
 
-def _execute(instance, key, args) -> int:
+def _valid_commit(commit: str, option: str) -> bool:
+    """Checked before any work: a bad commit must not cost a synthesis or an audit."""
+    try:
+        validate_commit(commit)
+        return True
+    except ValueError as error:
+        print(f"error: {option}: {error}", file=sys.stderr)
+        return False
+
+
+def _execute(instance, key, args) -> tuple[int, str]:
+    """Run a job for one partition: (exit status, run id)."""
+    if not _valid_commit(args.commit, "--commit"):
+        return ERROR, ""
     report_config = {"promote_to_baseline": args.promote_baseline}
-    for option in ("tolerance", "baseline_commit", "branch", "main_branch"):  # only the gate sets these
+    for option in ("tolerance", "baseline_commit", "branch", "main_branch", "rescore_baseline"):  # only the gate sets these
         if getattr(args, option, None) is not None:
             report_config[option] = getattr(args, option)
     run_config = {
@@ -206,45 +247,73 @@ def _execute(instance, key, args) -> int:
     selected = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
     run_config["ops"] = {name: value for name, value in run_config["ops"].items() if name in selected}
     started = time.perf_counter()
-    result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=key, raise_on_error=False)
+    result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=key,
+                                    tags={COMMIT_TAG: args.commit}, raise_on_error=False)
     elapsed = time.perf_counter() - started
     if result.success:
-        _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
-        return 0
+        _print_summary(args, result.run_id, elapsed)
+        return 0, result.run_id
     failed_checks = _print_failed_checks(result)
     failed_steps = [event for event in result.all_events if event.is_step_failure]
     if failed_checks and all(_is_check_step(event.step_key, failed_checks) for event in failed_steps):
         # Every asset ran; a blocking check said no (a regression, a golden set that fails its suite).
-        _print_summary(args.tenant, args.version, args.job, result.run_id, elapsed)
+        _print_summary(args, result.run_id, elapsed)
         print(f"run {result.run_id} blocked by {', '.join(sorted(failed_checks))}", file=sys.stderr)
-        return BLOCKED
+        return BLOCKED, result.run_id
     for event in failed_steps:
         print(f"error in {event.step_key}: {_root_cause(event.step_failure_data.error)}", file=sys.stderr)
     print(f"run {result.run_id} failed after {elapsed:.1f} s", file=sys.stderr)
-    return ERROR
+    return ERROR, result.run_id
 
 
 def _evaluate(args) -> int:
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    unknown = set(metrics) - set(ALL_METRICS)
-    if unknown:
-        print(f"error: unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}", file=sys.stderr)
-        return 2
     try:
-        frame = read_table(args.input)
+        metrics = _evaluate_checks(args)  # every argument and the output path, before any work
+        rows = read_rows(args.input)
+        if not rows:
+            raise ValueError(f"input {args.input} holds no rows")
+        items, bad_rows = to_items(rows)
+        _report_input_problems(rows, bad_rows)
         judge, embedder = _cli_judge(args)
-        items, bad_rows = to_items(frame)
-        for bad in bad_rows:
-            print(f"row {bad.row_number} (id {bad.row_id}): {bad.reason}; not scored", file=sys.stderr)
         results = _score_with_progress(items, judge, embedder, metrics, args.k)
-    except (ValueError, FileNotFoundError, JudgeUnavailable, JudgeMisconfigured) as error:
+    except (ValueError, OSError, JudgeUnavailable, JudgeMisconfigured) as error:  # OSError: e.g. an unreadable input
         print(f"error: {error}", file=sys.stderr)
         return 2
-    output = results_frame(frame, items, results, bad_rows, metrics)
-    write_table(output, args.out)
+    output = results_frame(rows, items, results, bad_rows, metrics)
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_table(output, args.out)
+    except OSError as error:  # e.g. the disk filled up while scoring
+        print(f"error: cannot write {args.out}: {error.strerror or error}", file=sys.stderr)
+        return 2
     print(summary_table(output, metrics))
     print(f"{len(items)} rows scored, {len(bad_rows)} invalid; judge {judge.name}; written to {args.out}")
     return 0
+
+
+def _evaluate_checks(args) -> tuple[str, ...]:
+    """The metrics to score; ValueError with a one-line reason for any argument that cannot work."""
+    metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
+    if not metrics:
+        raise ValueError(f"--metrics names no metric; known: {', '.join(ALL_METRICS)}")
+    unknown = set(metrics) - set(ALL_METRICS)
+    if unknown:
+        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}")
+    for option, value in (("--k", args.k), ("--concurrency", args.concurrency)):
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, got {value}")
+    check_format(args.input, "input")
+    check_output_path(args.out)
+    if args.out.resolve() == args.input.resolve():
+        raise ValueError(f"--out {args.out} would overwrite the input")
+    return metrics
+
+
+def _report_input_problems(rows, bad_rows) -> None:
+    for bad in bad_rows:
+        print(f"{bad.where} (id {bad.row_id}): {bad.reason}; not scored", file=sys.stderr)
+    for row_id, places in duplicate_ids(rows).items():
+        print(f"warning: id {row_id!r} is on {', '.join(places)}: each row is scored on its own", file=sys.stderr)
 
 
 def _synthesize(args) -> int:
@@ -289,13 +358,16 @@ def _llm_settings(args) -> LLMSettings:
     return LLMSettings(
         base_url=args.base_url, model=args.model, api_key=args.api_key,
         response_format=args.response_format, concurrency=args.concurrency,
+        timeout_s=args.timeout_s, max_retries=args.max_retries,
     )
 
 
 def _score_with_progress(items, judge, embedder, metrics, k, batch_size: int = 32):
     """Scored in batches so a long run shows progress; each batch keeps the judge's concurrency."""
     results = []
-    with tqdm(total=len(items), unit="row", file=sys.stderr, disable=len(items) < batch_size) as progress:
+    # A terminal always gets the bar; a log only when there is more than one batch to follow.
+    quiet = len(items) < batch_size and not sys.stderr.isatty()
+    with tqdm(total=len(items), unit="row", file=sys.stderr, disable=quiet) as progress:
         for start in range(0, len(items), batch_size):
             batch = [item for _, item in items[start : start + batch_size]]
             batch_results, _ = score_items(batch, judge, embedder, metrics, k)
@@ -322,23 +394,28 @@ def _is_check_step(step_key: str, check_names: set[str]) -> bool:
 
 
 def _root_cause(error) -> str:
-    """The user's error, not Dagster's wrapper around it."""
-    while error.cause is not None:
+    """The error our code raised, not Dagster's wrappers around it. Its own causes are left out: our
+    errors already say what matters (a JudgeUnavailable names the URL, the openai error below it does not)."""
+    while error.cause is not None and error.cls_name.startswith("Dagster"):
         error = error.cause
     return f"{error.cls_name}: {error.message.strip()}"
 
 
-def _print_summary(tenant: str, version: str, job: str, run_id: str, elapsed: float) -> None:
+def _print_summary(args, run_id: str, elapsed: float) -> None:
     warehouse = Warehouse(settings.warehouse_root())
-    folder = warehouse.partition_dir(tenant, version)
-    print(f"run {run_id} ({job}) finished in {elapsed:.1f} s")
-    report = folder / "regression_report.md"
-    if job != "synthesis" and report.exists():
+    folder = warehouse.partition_dir(args.tenant, args.version)
+    print(f"run {run_id} ({args.job}) finished in {elapsed:.1f} s")
+    audit = warehouse.find_audit_dir(args.tenant, args.version, run_id)
+    if audit is not None and (audit / "regression_report.md").exists():
         print()
-        print(report.read_text(encoding="utf-8"))
-    print(f"tables for {tenant}/{version}: {folder}")
+        print((audit / "regression_report.md").read_text(encoding="utf-8"))
+    print(f"tables for {args.tenant}/{args.version}: {folder}")
     for path in sorted(folder.glob("*.parquet")):
         print(f"  {path.name}")
+    if audit is not None:
+        print(f"audit of commit {args.commit} (run {run_id}): {audit}")
+        for path in sorted(audit.glob("*.parquet")):
+            print(f"  {path.name}")
 
 
 if __name__ == "__main__":

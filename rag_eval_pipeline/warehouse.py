@@ -1,12 +1,60 @@
-"""Parquet tables on disk, one folder per (tenant, dataset_version)."""
+"""Parquet tables on disk, one folder per (tenant, dataset_version).
+
+The synthesis tables of a partition live in its folder. The audit tables (a candidate's outputs, its
+scores and its report) live in a folder of their own per audited commit and run,
+`<tenant>/<version>/audits/commit=<commit>/run=<run_id>/`, so concurrent audits of one tenant never
+read or overwrite each other's rows.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import uuid
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pandas as pd
 
 from rag_eval_pipeline.partitions import validate_name
+
+AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
+AUDITS_FOLDER = "audits"
+COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
+MAX_COMMIT_CHARS = 100
+COMMIT_TAG = "rag_eval/commit"  # run tag naming the audited commit, set by the CLI and the sensors
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def validate_commit(commit: str) -> str:
+    """A candidate's commit: 1 to 100 printable characters without spaces (a sha, a tag, a branch@sha)."""
+    if not isinstance(commit, str) or not 1 <= len(commit) <= MAX_COMMIT_CHARS or not commit.isprintable() \
+            or any(c.isspace() for c in commit):
+        shown = commit if not isinstance(commit, str) or len(commit) <= 40 else f"{commit[:40]}... ({len(commit)} characters)"
+        raise ValueError(f"invalid commit {shown!r}: use 1 to {MAX_COMMIT_CHARS} printable characters without spaces")
+    return commit
+
+
+def validate_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"invalid run id {run_id!r}")
+    return run_id
+
+
+def commit_of_folder(folder: Path) -> str:
+    return unquote(folder.name.removeprefix(COMMIT_PREFIX))
+
+
+def audited_commit(tagged: str | None, *frames: pd.DataFrame) -> str:
+    """The one commit these audit rows belong to; refuses rows of several commits, or of another than the run's."""
+    found = sorted({str(c) for frame in frames for c in frame["commit"].dropna()})
+    expected = [tagged] if tagged else found
+    if len(expected) != 1 or any(c != expected[0] for c in found):
+        raise ValueError(
+            f"the audit rows name the commits {found or 'none'} but the run audits {tagged or 'one commit'}: "
+            "refusing to publish a report that would not name the commit it scored"
+        )
+    return expected[0]
 
 
 class Warehouse:
@@ -19,17 +67,27 @@ class Warehouse:
     def partition_dir(self, tenant: str, dataset_version: str) -> Path:
         return self.tenant_dir(tenant) / validate_name("dataset version", dataset_version)
 
+    def audits_dir(self, tenant: str, dataset_version: str) -> Path:
+        return self.partition_dir(tenant, dataset_version) / AUDITS_FOLDER
+
+    def commit_dir(self, tenant: str, dataset_version: str, commit: str) -> Path:
+        return self.audits_dir(tenant, dataset_version) / (COMMIT_PREFIX + quote(validate_commit(commit), safe=""))
+
+    def audit_dir(self, tenant: str, dataset_version: str, commit: str, run_id: str) -> Path:
+        """The folder of one audit: one commit, one run."""
+        return self.commit_dir(tenant, dataset_version, commit) / (RUN_PREFIX + validate_run_id(run_id))
+
+    def find_audit_dir(self, tenant: str, dataset_version: str, run_id: str) -> Path | None:
+        """The audit folder a run wrote, whatever its commit (run ids are unique)."""
+        pattern = f"{COMMIT_PREFIX}*/{RUN_PREFIX}{validate_run_id(run_id)}"
+        found = sorted(self.audits_dir(tenant, dataset_version).glob(pattern))
+        return found[0] if found else None
+
     def table_path(self, tenant: str, dataset_version: str, name: str) -> Path:
         return self.partition_dir(tenant, dataset_version) / f"{name}.parquet"
 
     def write(self, tenant: str, dataset_version: str, name: str, frame: pd.DataFrame) -> Path:
-        path = self.table_path(tenant, dataset_version, name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so a crash never leaves a half-written table behind.
-        partial = path.with_suffix(".parquet.partial")
-        frame.to_parquet(partial, index=False)
-        partial.replace(path)
-        return path
+        return write_parquet(self.table_path(tenant, dataset_version, name), frame)
 
     def read(self, tenant: str, dataset_version: str, name: str) -> pd.DataFrame:
         path = self.table_path(tenant, dataset_version, name)
@@ -44,7 +102,26 @@ class Warehouse:
         return self.table_path(tenant, dataset_version, name).is_file()
 
     def write_text(self, tenant: str, dataset_version: str, filename: str, text: str) -> Path:
-        path = self.partition_dir(tenant, dataset_version) / filename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return path
+        return write_text_atomically(self.partition_dir(tenant, dataset_version) / filename, text)
+
+
+def write_parquet(path: Path, frame: pd.DataFrame) -> Path:
+    """Write then rename, so a crash never leaves a half-written table behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = _partial_path(path)
+    frame.to_parquet(partial, index=False)
+    partial.replace(path)
+    return path
+
+
+def write_text_atomically(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = _partial_path(path)
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def _partial_path(path: Path) -> Path:
+    """A hidden name of this writer's own, so two concurrent writers never share a partial file."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")

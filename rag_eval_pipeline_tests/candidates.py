@@ -15,3 +15,8 @@ def crashes(question: str) -> dict:
 def hangs(question: str) -> dict:
     time.sleep(30)
     return {"answer": "late", "contexts": []}
+
+
+def i_do_not_know(question: str) -> dict:
+    """The emptiest pipeline: declines every question and retrieves nothing."""
+    return {"answer": "I do not know.", "contexts": []}

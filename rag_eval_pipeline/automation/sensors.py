@@ -26,6 +26,7 @@ from rag_eval_pipeline.automation.jobs import audit_job, synthesis_job
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
 from rag_eval_pipeline.synthesis.versions import latest_version
 from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.warehouse import COMMIT_TAG
 
 Clock = Callable[[], datetime]
 
@@ -140,7 +141,7 @@ def audit_run_request(candidate: inbox.Candidate, version: str) -> RunRequest:
             }
         },
         tags={
-            "rag_eval/commit": candidate.commit,
+            COMMIT_TAG: candidate.commit,
             "rag_eval/candidate_source": candidate.source,
             "rag_eval/branch": candidate.branch,
         },

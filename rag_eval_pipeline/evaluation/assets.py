@@ -1,6 +1,5 @@
 """Auditing assets: the candidate's outputs over the golden set, then per-metric scores."""
 
-import json
 from dataclasses import asdict
 
 import pandas as pd
@@ -15,11 +14,14 @@ from rag_eval_pipeline.evaluation.candidates import (
 )
 from rag_eval_pipeline.evaluation.judgement import total_usage
 from rag_eval_pipeline.evaluation.llm_judge import CALL_SERVES
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_items
+from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
 from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
-from rag_eval_pipeline.evaluation.results import MetricResult, unmeasured
+from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
-from rag_eval_pipeline.resources import EmbedderResource, JudgeResource
+from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
+from rag_eval_pipeline.synthesis.versions import require_published
+from rag_eval_pipeline.warehouse import COMMIT_TAG, audited_commit, validate_commit
 
 REFERENCE = "reference"
 
@@ -43,16 +45,20 @@ def candidate_outputs(
     context: AssetExecutionContext,
     config: CandidateSettings,
     embedder: EmbedderResource,
+    warehouse: WarehouseResource,
     golden_set: pd.DataFrame,
     document_chunks: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
+    commit = validate_commit(config.commit)
+    tenant, version = split_key(context.partition_key)
+    require_published(warehouse.store(), tenant, version, golden_set)  # never audit a half-made golden set
     items = golden_set[["qa_id", "question"]].to_dict("records")
     if config.candidate.endswith(".jsonl"):
         outputs = read_outputs_file(config.candidate, items)
     else:
         outputs = run_candidate(_candidate(config, embedder, document_chunks), items, config.timeout_s)
     frame = pd.DataFrame([asdict(o) for o in outputs])
-    frame["candidate"], frame["commit"] = config.candidate, config.commit
+    frame["candidate"], frame["commit"] = config.candidate, commit
     failed = frame[frame["status"] != "ok"]
     for row in failed.itertuples():
         context.log.warning(f"candidate failed on {row.qa_id}: {row.error}")
@@ -61,7 +67,7 @@ def candidate_outputs(
         metadata=table_metadata(
             frame,
             ["qa_id", "status", "answer", "error"],
-            commit=config.commit,
+            commit=commit,
             candidate=config.candidate,
             failed_items=len(failed),
             median_latency_s=float(frame["latency_s"].median()) if len(frame) else 0.0,
@@ -76,7 +82,7 @@ def _candidate(config: CandidateSettings, embedder: EmbedderResource, chunks: pd
 
 
 class ScoringSettings(Config):
-    k: int = Field(default=5, description="Cut-off for hit rate@k and MRR.")
+    k: int = Field(default=5, ge=1, description="Cut-off for hit rate@k and MRR.")
     metrics: list[str] = Field(default=list(ALL_METRICS), description="Metrics to compute.")
 
 
@@ -86,32 +92,25 @@ class ScoringSettings(Config):
     "judge's evidence. Hit rate@k and MRR come from gold chunk ids; the rest from the judge.",
 )
 def metric_scores(
+    context: AssetExecutionContext,
     config: ScoringSettings,
     judge: JudgeResource,
     embedder: EmbedderResource,
     golden_set: pd.DataFrame,
     candidate_outputs: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
+    commit = audited_commit(context.run.tags.get(COMMIT_TAG), candidate_outputs)
     active_judge = judge.get()
-    gold = golden_set.set_index("qa_id")
-    answered = candidate_outputs[candidate_outputs["status"] == "ok"]
-    items = [_eval_item(output, gold.loc[output["qa_id"]]) for output in answered.to_dict("records")]
-    results, judgements = score_items(items, active_judge, embedder.get(), config.metrics, config.k)
-    scored = dict(zip(answered["qa_id"], results))
-    rows = []
-    for output in candidate_outputs.to_dict("records"):
-        item_results = scored.get(output["qa_id"]) or [
-            unmeasured(metric, f"candidate failed: {output['error']}") for metric in config.metrics
-        ]
-        rows += [_score_row(output, result, active_judge.name) for result in item_results]
-    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    frame, judgements = score_outputs(candidate_outputs, golden_set, active_judge, embedder.get(), config.metrics, config.k)
     measured = frame[frame["status"] == "ok"]
     return Output(
         frame,
         metadata=table_metadata(
             frame,
             ["qa_id", "metric", "score", "status", "reason"],
+            commit=commit,
             judge=active_judge.name,
+            k=config.k,
             unmeasured=int((frame["status"] != "ok").sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
             judge_usage={
@@ -120,25 +119,3 @@ def metric_scores(
             },
         ),
     )
-
-
-SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "commit"]
-
-
-def _eval_item(output: dict, gold: pd.Series) -> EvalItem:
-    return EvalItem(
-        qa_id=output["qa_id"],
-        question=output["question"],
-        answer=output["answer"],
-        contexts=[dict(c) for c in output["contexts"]],
-        ground_truth=gold["ground_truth"],
-        gold_chunk_ids=list(gold["gold_chunk_ids"]),
-    )
-
-
-def _score_row(output: dict, result: MetricResult, judge_name: str) -> dict:
-    return {
-        "qa_id": output["qa_id"], "metric": result.metric, "score": result.score, "status": result.status,
-        "reason": result.reason, "evidence": json.dumps(result.evidence, default=str),
-        "judge": judge_name, "commit": output["commit"],
-    }

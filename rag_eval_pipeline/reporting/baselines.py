@@ -1,34 +1,41 @@
-"""Each tenant's baseline: every audited candidate kept by commit, and a history of promotions.
+"""Each tenant's baseline: every audited candidate kept by commit and run, and a history of promotions.
 
 Layout in the warehouse:
-  <tenant>/<version>/audited/commit=<commit>/metric_scores.parquet, candidate_outputs.parquet
+  <tenant>/<version>/audits/commit=<commit>/run=<run_id>/   one audit: metric_scores.parquet,
+      candidate_outputs.parquet, the report, and audit.json (written last: the audit is complete)
   <tenant>/baseline_history.jsonl   one line per promotion, oldest first; the last one per version is current
+  <tenant>/baseline_history.lock    held while a baseline is read, compared with and promoted
 
-A baseline is a commit whose scores over a golden-set version were archived when it was audited, so any
-audited commit can be compared against (`rag-eval gate --baseline COMMIT`) or promoted later.
+A baseline is a commit whose audit over a golden-set version completed; its latest complete audit is
+what later candidates are compared with (`rag-eval gate --baseline COMMIT`). Promotions are serialized
+per tenant by a lock and checked against the baseline the promoter saw (compare-and-set), so two gates
+finishing together never both promote on the strength of the same comparison.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 import pandas as pd
+from filelock import FileLock
 
 from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASS
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.warehouse import RUN_PREFIX, Warehouse, commit_of_folder, write_parquet, write_text_atomically
 
 HISTORY_FILE = "baseline_history.jsonl"
-AUDITED_FOLDER = "audited"
+LOCK_FILE = "baseline_history.lock"
+AUDIT_MARKER = "audit.json"
 SCORES, OUTPUTS = "metric_scores", "candidate_outputs"
-_COMMIT_PREFIX = "commit="  # keeps '.' or '..' commits from naming a parent folder
+LOCK_TIMEOUT_S = 120.0
 
 # Why a commit became the baseline.
 EXPLICIT = "promoted explicitly"
 FIRST_RUN = "first audited candidate of this golden-set version (proposed baseline)"
+_UNSET = object()
 
 
 def passed_on(branch: str) -> str:
@@ -37,6 +44,10 @@ def passed_on(branch: str) -> str:
 
 class UnknownBaseline(ValueError):
     """A baseline commit that was never audited on this golden-set version."""
+
+
+class BaselineChanged(RuntimeError):
+    """Another run promoted a baseline between reading it and promoting (compare-and-set failed)."""
 
 
 @dataclass(frozen=True)
@@ -69,27 +80,26 @@ class BaselineStore:
 
     # --- audited candidates ---
 
-    def archive(self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame) -> Path:
-        """Keep a candidate's scores and answers; auditing the same commit again replaces them."""
-        folder = self._commit_dir(tenant, version, commit)
+    def archive(self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame,
+                run_id: str = "archive") -> Path:
+        """Keep one audit of a commit; the marker is written last, so a half-archived audit is never read."""
+        folder = self.warehouse.audit_dir(tenant, version, commit, run_id)
         for name, frame in ((SCORES, scores), (OUTPUTS, outputs)):
-            self.warehouse.write(tenant, version, f"{AUDITED_FOLDER}/{folder.name}/{name}", frame)
+            write_parquet(folder / f"{name}.parquet", frame)
+        marker = {"tenant": tenant, "version": version, "commit": commit, "run_id": run_id, "archived_at": _now(6)}
+        write_text_atomically(folder / AUDIT_MARKER, json.dumps(marker, sort_keys=True) + "\n")
         return folder
 
     def audited_commits(self, tenant: str, version: str) -> list[str]:
-        root = self.warehouse.partition_dir(tenant, version) / AUDITED_FOLDER
+        root = self.warehouse.audits_dir(tenant, version)
         if not root.is_dir():
             return []
-        return sorted(
-            unquote(path.name.removeprefix(_COMMIT_PREFIX))
-            for path in root.iterdir()
-            if path.name.startswith(_COMMIT_PREFIX) and (path / f"{SCORES}.parquet").is_file()
-        )
+        return sorted(commit_of_folder(folder) for folder in root.iterdir() if self._latest_audit(folder) is not None)
 
     def audited(self, tenant: str, version: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(scores, outputs) of an audited commit; UnknownBaseline, naming the audited ones, otherwise."""
-        folder = self._commit_dir(tenant, version, commit)
-        if not (folder / f"{SCORES}.parquet").is_file():
+        """(scores, outputs) of a commit's latest complete audit; UnknownBaseline, naming the audited ones, otherwise."""
+        folder = self._latest_audit(self.warehouse.commit_dir(tenant, version, commit))
+        if folder is None:
             known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
             raise UnknownBaseline(
                 f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be the baseline "
@@ -97,23 +107,44 @@ class BaselineStore:
             )
         return pd.read_parquet(folder / f"{SCORES}.parquet"), pd.read_parquet(folder / f"{OUTPUTS}.parquet")
 
-    def _commit_dir(self, tenant: str, version: str, commit: str) -> Path:
-        if not commit:
-            raise ValueError("a candidate needs a commit to be archived")
-        folder = _COMMIT_PREFIX + quote(commit, safe="")
-        return self.warehouse.partition_dir(tenant, version) / AUDITED_FOLDER / folder
+    @staticmethod
+    def _latest_audit(commit_dir: Path) -> Path | None:
+        markers = []
+        for marker in commit_dir.glob(f"{RUN_PREFIX}*/{AUDIT_MARKER}"):
+            markers.append((json.loads(marker.read_text(encoding="utf-8"))["archived_at"], marker.parent.name, marker.parent))
+        return max(markers)[2] if markers else None
 
     # --- promotions ---
 
-    def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "") -> Promotion:
-        """Make an audited commit the baseline of (tenant, version), appending to the history."""
-        self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
-        promotion = Promotion(tenant, version, commit, reason, branch, _now(), run_id)
-        path = self._history_path(tenant)
+    @contextmanager
+    def locked(self, tenant: str):
+        """Hold the tenant's promotion lock (reentrant in one process, exclusive across processes)."""
+        path = self.warehouse.tenant_dir(tenant) / LOCK_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as history:
-            history.write(json.dumps(asdict(promotion), sort_keys=True) + "\n")
-        return promotion
+        with FileLock(str(path), timeout=LOCK_TIMEOUT_S, is_singleton=True):
+            yield
+
+    def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "",
+                expected_current=_UNSET) -> Promotion:
+        """Make an audited commit the baseline of (tenant, version), appending to the history.
+
+        expected_current: the baseline commit (or None) the caller compared against; if another run has
+        promoted since, BaselineChanged is raised and nothing is written.
+        """
+        with self.locked(tenant):
+            self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
+            if expected_current is not _UNSET:
+                current = self.current(tenant, version)
+                now = current.commit if current else None
+                if now != expected_current:
+                    raise BaselineChanged(
+                        f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to {now} "
+                        f"while {commit} was audited; re-run the gate to compare with {now}"
+                    )
+            promotion = Promotion(tenant, version, commit, reason, branch, _now(0), run_id)
+            with self._history_path(tenant).open("a", encoding="utf-8") as history:
+                history.write(json.dumps(asdict(promotion), sort_keys=True) + "\n")
+            return promotion
 
     def history(self, tenant: str, version: str | None = None) -> list[Promotion]:
         path = self._history_path(tenant)
@@ -130,5 +161,5 @@ class BaselineStore:
         return self.warehouse.tenant_dir(tenant) / HISTORY_FILE
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def _now(digits: int) -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds" if digits else "seconds")

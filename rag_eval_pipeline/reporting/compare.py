@@ -58,6 +58,34 @@ def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: T
     return Comparison(table, verdict, failing, default)
 
 
+class IncomparableScores(ValueError):
+    """The baseline was scored differently (judge, k or metric set): its means say nothing about this candidate."""
+
+
+def scoring_identity(scores: pd.DataFrame) -> dict[str, object]:
+    """What makes two score tables comparable: the judge (with its prompt version), k and the metric set."""
+    def distinct(column: str) -> str:
+        if column not in scores.columns:
+            return "unrecorded"
+        return ", ".join(sorted({str(v) for v in scores[column].dropna()})) or "unrecorded"
+
+    return {"judge": distinct("judge"), "k": distinct("k"), "metrics": sorted({str(m) for m in scores["metric"]})}
+
+
+def incomparable_reason(candidate: pd.DataFrame, baseline: pd.DataFrame) -> str | None:
+    """Why the candidate's scores cannot be compared with the baseline's, or None when they can."""
+    ours, theirs = scoring_identity(candidate), scoring_identity(baseline)
+    differences = [
+        f"{name}: candidate {_shown(ours[name])}, baseline {_shown(theirs[name])}"
+        for name in ("judge", "k", "metrics") if ours[name] != theirs[name]
+    ]
+    return "; ".join(differences) or None
+
+
+def _shown(value) -> str:
+    return ", ".join(value) if isinstance(value, list) else str(value)
+
+
 def _split_tolerance(tolerance: Tolerance) -> tuple[float, dict[str, float]]:
     if isinstance(tolerance, dict):
         overrides = {metric: float(value) for metric, value in tolerance.items() if metric != "default"}

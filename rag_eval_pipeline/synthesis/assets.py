@@ -10,19 +10,20 @@ from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, Warehou
 from rag_eval_pipeline.synthesis import pipeline
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
-from rag_eval_pipeline.synthesis.versions import publish
+from rag_eval_pipeline.synthesis.versions import check_publishable
 
 
 @lineage_asset(
     "synthesis",
-    "Chunks grouped by meaning (all-MiniLM-L6-v2 embeddings cached by content hash, HDBSCAN scaled to "
-    "the corpus; cluster -1 holds the outliers), each cluster labelled with its top terms, and each "
-    "chunk's information score and test-node rank (the order questions are written from).",
+    "Chunks grouped by meaning (all-MiniLM-L6-v2 embeddings cached by content hash batch by batch, so an "
+    "interrupted run keeps what it computed; HDBSCAN scaled to the corpus; cluster -1 holds the outliers), "
+    "each cluster labelled with its top terms, and each chunk's information score and test-node rank (the "
+    "order questions are written from). The run log shows embedding progress and each later phase.",
 )
-def chunk_clusters(embedder: EmbedderResource, document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
+def chunk_clusters(context: AssetExecutionContext, embedder: EmbedderResource, document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
     model = embedder.get()
     hits_before, misses_before = model.cache_hits, model.cache_misses
-    frame = pipeline.test_nodes(document_chunks, model)
+    frame = pipeline.test_nodes(document_chunks, model, log=context.log)
     labels = frame.groupby("cluster_id").agg(label=("cluster_label", "first"), chunks=("chunk_id", "size")).reset_index()
     nodes = frame[frame["test_node_rank"] > 0]
     return Output(
@@ -96,7 +97,8 @@ class VerificationConfig(Config):
 
 @lineage_asset(
     "synthesis",
-    "The verified golden set, published once per (tenant, dataset_version) and immutable after: items "
+    "The verified golden set, published once per (tenant, dataset_version) when its blocking check passes, "
+    "and immutable after: items "
     "whose ground truth the judge finds supported by their gold chunks, well formed, not leaking their "
     "answer, not near-duplicates; each with its round-trip retrieval rank. Dropped items and failed "
     "generation tasks go to the rejected_qa table with their stage and reason.",
@@ -117,11 +119,12 @@ def golden_set(
         synthetic_qa, store.read(tenant, version, "generation_failures"), store.read(tenant, version, "synthesis_plan"),
         document_chunks, judge.get(), embedder.get(), settings,
     )
-    manifest = publish(store, tenant, version, golden)
+    # Published (manifest written) only by the blocking golden_set_expectations check, once it passes.
+    digest = check_publishable(store, tenant, version, golden)
     store.write(tenant, version, "rejected_qa", rejected)
     store.write(tenant, version, "synthesis_plan", plan)
     return Output(golden, metadata=table_metadata(golden, ["qa_id", "question_type", "question"], **_golden_metadata(
-        golden, synthetic_qa, rejected, plan, config.round_trip_k, manifest.content_hash)))
+        golden, synthetic_qa, rejected, plan, config.round_trip_k, digest)))
 
 
 def _golden_metadata(golden, synthetic_qa, rejected, plan, k: int, content_hash: str) -> dict:

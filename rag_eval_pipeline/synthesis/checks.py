@@ -1,7 +1,9 @@
 """Asset checks of the synthesis track: the golden set against its great-expectations suite.
 
 The check is blocking: when it fails, the assets downstream of golden_set (candidate_outputs and
-what follows) do not run in the same run, so no candidate is scored against a broken golden set.
+what follows) do not run in the same run, so no candidate is scored against a broken golden set. It
+is also where a golden set is published: its manifest is written only when the suite passes, so a
+later gate never picks a version that failed (or was killed before) its check.
 """
 
 # No `from __future__ import annotations` here: Dagster resolves resource and input types from the
@@ -19,6 +21,7 @@ from dagster import (
 
 from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline.synthesis.versions import publish
 from rag_eval_pipeline.warehouse import Warehouse
 
 PLAN_TABLE = "synthesis_plan"  # written by golden_set: question_type, requested, planned, generated, kept, note
@@ -35,7 +38,8 @@ MIN_PLANNED = 3
     # Same partitions as the asset: one result per (tenant, dataset_version), and the key in context.
     partitions_def=tenant_version_partitions,
     description="Great Expectations suite on the golden set: exact columns, non-null fields, unique "
-    "qa_id, known question types, gold chunk ids among the chunks, the planned type mix, all grounded.",
+    "qa_id, known question types, gold chunk ids among the chunks, the planned type mix, all grounded. "
+    "When it passes, the golden set is published (its manifest is written); otherwise it is not.",
 )
 def golden_set_expectations(
     context: AssetCheckExecutionContext,
@@ -48,9 +52,12 @@ def golden_set_expectations(
     from rag_eval_pipeline.synthesis.expectations import check_golden_set, failures_markdown
 
     tenant, version = split_key(context.partition_key)
-    expected = expected_types(warehouse.store(), tenant, version)
+    store = warehouse.store()
+    expected = expected_types(store, tenant, version)
     report = check_golden_set(golden_set, set(document_chunks["chunk_id"]), expected)
     failed = report.failures
+    # Publishing is this check's last step: a golden set that fails it is never visible to a gate.
+    manifest = publish(store, tenant, version, golden_set) if report.success else None
     return AssetCheckResult(
         passed=report.success,
         severity=AssetCheckSeverity.ERROR,
@@ -61,6 +68,8 @@ def golden_set_expectations(
             "expectations": len(report.results),
             "failed_expectations": len(failed),
             "failures": MetadataValue.md(failures_markdown(report)),
+            "published": f"{tenant}/{version}, content hash {manifest.content_hash[:12]}" if manifest
+            else "no: a golden set that fails its checks is not published",
         },
     )
 

@@ -1,7 +1,9 @@
 """Published golden sets are immutable; a change makes a new dataset version.
 
-A golden set is published by writing `golden_set.manifest.json` beside its table: the hash of its
-content, its size, its counts per question type, when and from what it was made. Once published,
+A golden set is published by writing `golden_set.manifest.json` beside its table, last and in one
+rename, and only once its blocking checks have passed: the manifest holds the hash of its content,
+its size, its counts per question type, when and from what it was made. A version without a manifest
+(killed mid-way, or failing its checks) is never audited or picked as the latest. Once published,
 the same (tenant, version) may be published again only with the same content (re-runs are
 deterministic); anything else must go to a new version, so scores measured on a version always
 refer to the same questions. `diff_versions` says what changed between two versions.
@@ -18,7 +20,7 @@ import pandas as pd
 
 from rag_eval_pipeline.partitions import validate_name
 from rag_eval_pipeline.text import sha256
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.warehouse import Warehouse, write_text_atomically
 
 MANIFEST_FILE = "golden_set.manifest.json"
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
@@ -72,6 +74,39 @@ def _as_list(value) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
 
+class GoldenSetUnpublished(ValueError):
+    """A golden set that is not (or no longer matches what was) published: nothing may be audited on it."""
+
+
+def check_publishable(warehouse: Warehouse, tenant: str, version: str, golden: pd.DataFrame) -> str:
+    """The content hash, or GoldenSetImmutable when the version was published with other content."""
+    digest = content_hash(golden)
+    existing = read_manifest(warehouse, tenant, version)
+    if existing is not None and existing.content_hash != digest:
+        raise GoldenSetImmutable(
+            f"the golden set of {tenant}/{version} is published (content hash {existing.content_hash[:12]}, "
+            f"{existing.published_at}, {existing.n_items} items) and cannot change; this content hashes to "
+            f"{digest[:12]}. Re-synthesis makes a new version: `rag-eval register --tenant {tenant} --version <new>`"
+        )
+    return digest
+
+
+def require_published(warehouse: Warehouse, tenant: str, version: str, golden: pd.DataFrame) -> Manifest:
+    """The manifest of a published golden set whose table is the one given; GoldenSetUnpublished otherwise."""
+    manifest = read_manifest(warehouse, tenant, version)
+    if manifest is None:
+        raise GoldenSetUnpublished(
+            f"the golden set of {tenant}/{version} is not published: its synthesis did not finish or its blocking "
+            "checks (golden_set_expectations) did not pass, so no candidate can be audited on it"
+        )
+    if manifest.content_hash != content_hash(golden):
+        raise GoldenSetUnpublished(
+            f"the golden_set table of {tenant}/{version} does not match its published manifest "
+            f"(content hash {manifest.content_hash[:12]}): refusing to audit on it"
+        )
+    return manifest
+
+
 def publish(
     warehouse: Warehouse,
     tenant: str,
@@ -80,17 +115,16 @@ def publish(
     source: str = "synthesis",
     parent_version: str | None = None,
 ) -> Manifest:
-    """Write the manifest of a first publication; the same content again is a no-op; other content raises."""
-    digest = content_hash(golden)
+    """Write the manifest of a first publication; the same content again is a no-op; other content raises.
+
+    Call it once the table is written and checked: the manifest is what makes the version visible.
+    """
+    digest = check_publishable(warehouse, tenant, version, golden)
     existing = read_manifest(warehouse, tenant, version)
     if existing is not None:
-        if existing.content_hash == digest:
-            return existing
-        raise GoldenSetImmutable(
-            f"the golden set of {tenant}/{version} is published (content hash {existing.content_hash[:12]}, "
-            f"{existing.published_at}, {existing.n_items} items) and cannot change; this content hashes to "
-            f"{digest[:12]}. Re-synthesis makes a new version: `rag-eval register --tenant {tenant} --version <new>`"
-        )
+        return existing
+    if content_hash(warehouse.read(tenant, version, "golden_set")) != digest:
+        raise GoldenSetUnpublished(f"the golden_set table of {tenant}/{version} on disk is not the one being published")
     manifest = Manifest(
         tenant=tenant,
         dataset_version=version,
@@ -121,9 +155,7 @@ def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
     path = _manifest_path(warehouse, manifest.tenant, manifest.dataset_version)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write then rename: a half-written manifest would make the version unreadable.
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    partial.replace(path)
+    write_text_atomically(path, json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n")
 
 
 def _counts_by_type(golden: pd.DataFrame) -> dict[str, int]:
@@ -188,12 +220,16 @@ def diff_summary(diff: pd.DataFrame) -> dict[str, int]:
 
 
 def latest_version(warehouse: Warehouse, tenant: str, among: set[str] | None = None) -> str | None:
-    """The tenant's most recently published golden-set version (only those `among`, if given), or None."""
+    """The tenant's most recently published golden-set version (only those `among`, if given), or None.
+
+    Only whole versions count: a manifest (written last) beside its table.
+    """
     tenant_dir = Path(warehouse.root) / validate_name("tenant", tenant)
     manifests = [
         read_manifest(warehouse, tenant, folder.name)
         for folder in sorted(tenant_dir.glob("*/"))
-        if (folder / MANIFEST_FILE).is_file() and (among is None or folder.name in among)
+        if (folder / MANIFEST_FILE).is_file() and (folder / "golden_set.parquet").is_file()
+        and (among is None or folder.name in among)
     ]
     manifests = [m for m in manifests if m is not None]
     return max(manifests, key=lambda m: (m.published_at, m.dataset_version)).dataset_version if manifests else None

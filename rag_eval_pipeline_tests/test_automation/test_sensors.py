@@ -127,6 +127,7 @@ def golden(roots, instance):
     """acme has two published versions (v2 published last) and a registered tenant 'bare' with none."""
     for version in ("v1", "v2"):
         register_partition(instance, "acme", version)
+        Warehouse(roots[1]).write("acme", version, "golden_set", GOLDEN)  # the table first, then its manifest
         publish(Warehouse(roots[1]), "acme", version, GOLDEN)
     register_partition(instance, "bare", "v1")
     manifest = roots[1] / "acme" / "v1" / "golden_set.manifest.json"

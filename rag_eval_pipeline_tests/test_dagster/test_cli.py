@@ -27,7 +27,8 @@ def test_register_then_run_the_whole_lineage(env, tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert "Regression report: acme / v1" in completed.stdout
     assert "candidate commit: abc123" in completed.stdout
-    assert (Path(env["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "regression_report.md").is_file()
+    audits = Path(env["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "audits" / "commit=abc123"
+    assert [report.parent.parent for report in audits.glob("run=*/regression_report.md")] == [audits]
 
 
 @pytest.mark.parametrize("args, message", [

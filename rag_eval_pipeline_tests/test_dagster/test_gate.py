@@ -5,6 +5,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
@@ -103,3 +104,54 @@ def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesi
     assert "baseline: pr" in after.stdout
     refused = _cli(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "ghost")
     assert refused.returncode == 2 and "'ghost' was never audited" in refused.stderr
+
+
+def _rejudge_archive(env, commit: str, judge: str) -> None:
+    """Make a commit's archived scores look as if an older judge version had scored them."""
+    (path,) = Path(env["RAG_EVAL_WAREHOUSE"]).glob(f"acme/v1/audits/commit={commit}/run=*/metric_scores.parquet")
+    scores = pd.read_parquet(path)
+    scores["judge"] = judge
+    scores.to_parquet(path)
+
+
+def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
+    _rejudge_archive(synthesized, "base", "offline-support-v1")
+
+    refused = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main",
+                   "--no-rescore-baseline")
+    assert refused.returncode == 2, refused.stdout
+    last_line = refused.stderr.strip().splitlines()[-2]  # the step's error, above "run ... failed after"
+    assert "scored differently (judge: candidate offline-support-v2, baseline offline-support-v1)" in last_line
+
+    # By default the baseline's archived outputs are scored again with the current judge: same answers, a pass.
+    rescored = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main")
+    assert rescored.returncode == 0, rescored.stderr
+    assert "gate: PASS" in rescored.stdout and "note: re-scored with this run's judge" in rescored.stdout
+    degraded = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
+                    "--baseline", "base")
+    assert degraded.returncode == 1 and "re-scored" in degraded.stdout  # a re-scored baseline still blocks
+
+
+def test_a_bad_commit_is_refused_before_any_work(synthesized):
+    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "x" * 300)
+    assert completed.returncode == 2
+    assert "invalid commit" in completed.stderr and "300 characters" in completed.stderr
+    assert not (Path(synthesized["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "audits").exists()  # nothing was audited
+
+
+def test_a_golden_set_that_fails_its_check_is_never_gated_on(env, tenant_dirs):
+    """A one-file tenant whose golden set misses a planned question type: blocked, so never published."""
+    solo = tenant_dirs[0] / "solo"
+    solo.mkdir()
+    (solo / "contract.pdf").write_bytes((tenant_dirs[0] / "acme" / "customer-sla-contract-summary.pdf").read_bytes())
+    assert _cli(env, "register", "--tenant", "solo", "--version", "v1").returncode == 0
+    synthesis = _cli(env, "run", "--tenant", "solo", "--version", "v1", "--job", "synthesis")
+    assert synthesis.returncode == 1 and "blocked by golden_set_expectations" in synthesis.stderr
+
+    latest = _cli(env, "gate", "--tenant", "solo", "--candidate", "c1")
+    assert latest.returncode == 2 and "no published golden set" in latest.stderr
+    named = _cli(env, "gate", "--tenant", "solo", "--candidate", "c1", "--version", "v1")
+    assert named.returncode == 2 and "solo/v1 is not published" in named.stderr
+    shown = _cli(env, "baseline", "show", "--tenant", "solo")
+    assert "has no baseline yet" in shown.stdout  # nothing was recorded

@@ -2,10 +2,12 @@
 
 import json
 
+import pandas as pd
 import pytest
 from dagster import materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
+from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
@@ -13,11 +15,13 @@ from rag_eval_pipeline.warehouse import Warehouse
 
 EVERYTHING = None
 AUDIT = ["candidate_outputs", "metric_scores", "regression_report"]
+# The golden set's blocking check publishes it: without it no candidate can be audited.
+LINEAGE = [*ALL_ASSETS, *SYNTHESIS_CHECKS]
 
 
 def _run(selection, key, instance, resources, candidate="reference", commit="c1", **report):
     return materialize(
-        ALL_ASSETS,
+        LINEAGE,
         selection=selection,
         partition_key=key,
         instance=instance,
@@ -52,18 +56,24 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     assert len(golden) >= 10
     assert {c for ids in golden["gold_chunk_ids"] for c in ids} <= set(chunks["chunk_id"])
 
-    outputs = read("candidate_outputs")
+    # The audit tables are the run's own, under its commit.
+    audit = warehouse.audit_dir("acme", "v1", "c1", result.run_id)
+    assert not warehouse.exists("acme", "v1", "candidate_outputs")
+    read_audit = lambda name: pd.read_parquet(audit / f"{name}.parquet")  # noqa: E731
+    outputs = read_audit("candidate_outputs")
     assert (outputs["status"] == "ok").all() and (outputs["commit"] == "c1").all()
 
-    scores = read("metric_scores")
+    scores = read_audit("metric_scores")
     assert len(scores) == len(golden) * len(ALL_METRICS)
     measured = scores[scores["status"] == "ok"]["score"]
     assert measured.between(0, 1).all() and not measured.isna().any()
     evidence = json.loads(scores[scores["metric"] == "faithfulness"]["evidence"].iloc[0])
     assert evidence["statements"] and {"statement", "verdict"} <= set(evidence["statements"][0])
 
-    report = read("regression_report")
-    assert set(report["metric"]) == set(ALL_METRICS)
+    assert set(scores["judge"]) == {"offline-support-v2"} and set(scores["k"]) == {5}
+
+    report = read_audit("regression_report")
+    assert set(report["metric"]) == set(ALL_METRICS) and set(report["commit"]) == {"c1"}
     assert (report["verdict_overall"] == NO_BASELINE).all()
     baselines = BaselineStore(warehouse)
     assert (baselines.current("acme", "v1").commit, baselines.current("acme", "v1").reason) == ("c1", FIRST_RUN)
@@ -71,10 +81,10 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     materialization = instance.get_latest_materialization_event(
         __import__("dagster").AssetKey("regression_report")
     ).asset_materialization
-    assert "Regression report: acme / v1" in materialization.metadata["report"].value
+    assert "Regression report: acme / v1 / commit c1" in materialization.metadata["report"].value
     assert materialization.partition == acme_key
     html_path = materialization.metadata["report_html_path"].value
-    assert html_path.endswith("regression_report.html") and "<svg" in open(html_path, encoding="utf-8").read()
+    assert html_path == str(audit / "regression_report.html") and "<svg" in open(html_path, encoding="utf-8").read()
     assert html_path in materialization.metadata["report"].value  # the CLI prints the Markdown, paths included
     assert set(report[["delta_ci_low", "delta_ci_high", "tolerance"]].columns) == {"delta_ci_low", "delta_ci_high", "tolerance"}
     assert baselines.audited("acme", "v1", "c1")[1]["qa_id"].tolist() == outputs["qa_id"].tolist()
@@ -94,7 +104,7 @@ def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance,
     assert report.loc["hit_rate", "delta"] < -0.05
     assert report.loc["faithfulness", "verdict"] == "regressed"
     assert report.loc["hit_rate", "delta_ci_high"] < 0  # the whole interval is a drop
-    markdown = (Warehouse(tenant_dirs[1]).partition_dir("acme", "v1") / "regression_report.md").read_text()
+    markdown = (Warehouse(tenant_dirs[1]).audit_dir("acme", "v1", "bad", worse.run_id) / "regression_report.md").read_text()
     assert "## Worst regressed items" in markdown and "(not stored)" not in markdown  # baseline answers kept
     # The baseline is still the first candidate: a blocked candidate is not promoted.
     baselines = BaselineStore(Warehouse(tenant_dirs[1]))
@@ -129,7 +139,7 @@ def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_fo
 def test_an_unaudited_baseline_commit_fails_the_report(acme_key, instance, resources):
     assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
     result = materialize(
-        ALL_ASSETS, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
+        LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
         raise_on_error=False,
         run_config={"ops": {"regression_report": {"config": {"baseline_commit": "ghost"}}}},
     )
@@ -175,7 +185,7 @@ def test_tenant_without_documents_folder_fails_clearly(instance, resources):
 def test_unimportable_candidate_fails_the_step_with_its_name(acme_key, instance, resources):
     assert _run(EVERYTHING, acme_key, instance, resources).success
     result = materialize(
-        ALL_ASSETS, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources, raise_on_error=False,
+        LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources, raise_on_error=False,
         run_config={"ops": {"candidate_outputs": {"config": {"candidate": "no_such_module:answer"}}}},
     )
     assert not result.success
@@ -184,3 +194,30 @@ def test_unimportable_candidate_fails_the_step_with_its_name(acme_key, instance,
 
 def _failure_text(result) -> str:
     return "\n".join(e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure)
+
+
+def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are(acme_key, instance, resources):
+    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+
+    def audit(commit: str, scoring: dict, rescore: bool):
+        return materialize(
+            LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
+            raise_on_error=False,
+            run_config={"ops": {
+                "candidate_outputs": {"config": {"commit": commit}},
+                "metric_scores": {"config": scoring},
+                "regression_report": {"config": {"rescore_baseline": rescore}},
+            }},
+        )
+
+    refused = audit("k3", {"k": 3}, rescore=False)
+    assert not refused.success
+    assert "k: candidate 3, baseline 5" in _failure_text(refused)
+
+    rescored = audit("k3-again", {"k": 3, "metrics": ["hit_rate", "mrr"]}, rescore=True)
+    assert rescored.success
+    report = rescored.output_for_node("regression_report")
+    assert set(report["metric"]) == {"hit_rate", "mrr"}
+    source = report["baseline_source"].iloc[0]
+    assert "re-scored" in source and "k: candidate 3, baseline 5" in source and "metrics: candidate hit_rate, mrr" in source
+    assert report["verdict_overall"].iloc[0] == PASS and (report["paired_items"] > 0).all()

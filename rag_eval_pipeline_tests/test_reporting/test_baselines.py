@@ -1,11 +1,16 @@
 """Baselines: audited candidates archived by commit, promotions kept as history, and when a candidate is promoted."""
 
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+
 import pandas as pd
 import pytest
 
 from rag_eval_pipeline.reporting.baselines import (
     EXPLICIT,
     FIRST_RUN,
+    BaselineChanged,
     BaselineStore,
     UnknownBaseline,
     passed_on,
@@ -90,3 +95,56 @@ def test_when_a_candidate_becomes_the_baseline(verdict, had_baseline, explicit, 
 def test_the_main_branch_is_configurable():
     assert promotion_reason(PASS, True, False, "trunk", "trunk") == "passed the gate on trunk"
     assert promotion_reason(PASS, True, False, "main", "trunk") is None
+
+
+# ---- audits kept per commit and run; promotions serialized per tenant --------------------------
+
+
+def test_an_audit_is_a_baseline_only_once_its_marker_is_written(store, tmp_path):
+    """A run killed between writing its scores and archiving them is not an audit anyone compares with."""
+    folder = store.warehouse.audit_dir("acme", "v1", "abc1234", "run-1")
+    folder.mkdir(parents=True)
+    _scores("abc1234", 0.5).to_parquet(folder / "metric_scores.parquet")
+    _outputs("abc1234").to_parquet(folder / "candidate_outputs.parquet")
+    assert store.audited_commits("acme", "v1") == []
+    with pytest.raises(UnknownBaseline):
+        store.audited("acme", "v1", "abc1234")
+
+
+def test_the_latest_complete_audit_of_a_commit_is_the_one_compared_with(store):
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.5), _outputs("abc1234"), run_id="run-b")
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.8), _outputs("abc1234"), run_id="run-a")
+    assert store.audited("acme", "v1", "abc1234")[0]["score"].tolist() == [0.8, 0.8]  # by time, not by run id
+    assert len(list(store.warehouse.commit_dir("acme", "v1", "abc1234").iterdir())) == 2  # both audits kept
+
+
+def test_a_promotion_checks_the_baseline_it_was_compared_with(store):
+    for commit in ("aaa1111", "bbb2222", "ccc3333"):
+        store.archive("acme", "v1", commit, _scores(commit, 0.5), _outputs(commit))
+    store.promote("acme", "v1", "aaa1111", FIRST_RUN, expected_current=None)
+    store.promote("acme", "v1", "bbb2222", passed_on("main"), expected_current="aaa1111")
+    with pytest.raises(BaselineChanged, match="changed from aaa1111 to bbb2222"):
+        store.promote("acme", "v1", "ccc3333", passed_on("main"), expected_current="aaa1111")
+    with pytest.raises(BaselineChanged, match="changed from none to bbb2222"):
+        store.promote("acme", "v1", "ccc3333", FIRST_RUN, expected_current=None)
+    assert [p.commit for p in store.history("acme", "v1")] == ["aaa1111", "bbb2222"]  # refused ones wrote nothing
+
+
+def _read_then_promote(root: str, commit: str) -> str:
+    """What a gate does: read the current baseline, compare (slowly), promote if it is still current."""
+    store = BaselineStore(Warehouse(root))
+    with store.locked("acme"):
+        current = store.current("acme", "v1")
+        time.sleep(0.05)  # the comparison: long enough for an unserialized neighbour to slip in
+        store.promote("acme", "v1", commit, passed_on("main"), expected_current=current.commit if current else None)
+    return commit
+
+
+def test_promotions_from_concurrent_processes_are_serialized(store, tmp_path):
+    commits = [f"c{n}" for n in range(6)]
+    for commit in commits:
+        store.archive("acme", "v1", commit, _scores(commit, 0.5), _outputs(commit))
+    with ProcessPoolExecutor(max_workers=6, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = list(pool.map(_read_then_promote, [str(tmp_path)] * len(commits), commits))
+    assert sorted(done) == commits
+    assert sorted(p.commit for p in store.history("acme", "v1")) == commits  # none lost, none twice

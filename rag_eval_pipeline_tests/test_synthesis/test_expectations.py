@@ -17,6 +17,7 @@ from rag_eval_pipeline.synthesis.expectations import (
     failures_markdown,
 )
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS
+from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
 from rag_eval_pipeline.warehouse import Warehouse
 
 CHUNK_IDS = {"c1", "c2", "c3"}
@@ -239,7 +240,7 @@ def _plan(planned: dict[str, int]) -> pd.DataFrame:
 
 
 def _stub_assets(golden: pd.DataFrame, plan=None):
-    """document_chunks -> golden_set -> candidate_outputs, partitioned like the project."""
+    """document_chunks -> golden_set -> downstream (a stand-in for the audit), partitioned like the project."""
 
     @asset(partitions_def=tenant_version_partitions)
     def document_chunks() -> pd.DataFrame:
@@ -252,10 +253,10 @@ def _stub_assets(golden: pd.DataFrame, plan=None):
         return golden
 
     @asset(partitions_def=tenant_version_partitions)
-    def candidate_outputs(golden_set: pd.DataFrame) -> pd.DataFrame:
+    def downstream(golden_set: pd.DataFrame) -> pd.DataFrame:
         return golden_set[["qa_id"]]
 
-    return [document_chunks, golden_set, candidate_outputs]
+    return [document_chunks, golden_set, downstream]
 
 
 @pytest.fixture
@@ -284,8 +285,13 @@ def test_a_good_golden_set_passes_the_check_and_the_run_goes_on(good, instance, 
     assert evaluation.check_name == "golden_set_expectations" and evaluation.passed
     assert evaluation.partition == str(key)  # one result per (tenant, dataset_version)
     assert evaluation.metadata["items"].value == 4 and evaluation.metadata["failed_expectations"].value == 0
-    assert materialized == {"document_chunks", "golden_set", "candidate_outputs"}
-    assert Warehouse(tmp_path).exists("acme", "v1", "candidate_outputs")
+    assert materialized == {"document_chunks", "golden_set", "downstream"}
+    assert Warehouse(tmp_path).exists("acme", "v1", "downstream")
+    # Passing the check is what publishes the golden set.
+    manifest = read_manifest(Warehouse(tmp_path), "acme", "v1")
+    assert manifest is not None and manifest.content_hash == content_hash(good)
+    assert latest_version(Warehouse(tmp_path), "acme") == "v1"
+    assert manifest.content_hash[:12] in evaluation.metadata["published"].value
 
 
 def test_a_bad_golden_set_fails_the_check_and_blocks_what_is_downstream(good, instance, tmp_path):
@@ -296,7 +302,12 @@ def test_a_bad_golden_set_fails_the_check_and_blocks_what_is_downstream(good, in
     assert evaluation.metadata["failed_expectations"].value == 1
     assert UNIQUE in evaluation.metadata["failures"].value
     assert materialized == {"document_chunks", "golden_set"}  # the check ran after golden_set...
-    assert not Warehouse(tmp_path).exists("acme", "v1", "candidate_outputs")  # ...and stopped this
+    assert not Warehouse(tmp_path).exists("acme", "v1", "downstream")  # ...and stopped this
+    # ...and a golden set that fails its check is never published: no later gate can pick it.
+    assert Warehouse(tmp_path).exists("acme", "v1", "golden_set")
+    assert read_manifest(Warehouse(tmp_path), "acme", "v1") is None
+    assert latest_version(Warehouse(tmp_path), "acme") is None
+    assert evaluation.metadata["published"].value.startswith("no")
 
 
 def test_the_check_requires_the_types_the_plan_asked_for(good, instance, tmp_path):
@@ -304,7 +315,7 @@ def test_the_check_requires_the_types_the_plan_asked_for(good, instance, tmp_pat
     _, evaluation, materialized, _ = _materialize(
         without_multi, instance, tmp_path, plan=_plan({"simple": 4, "multi_context": 3})
     )
-    assert not evaluation.passed and "candidate_outputs" not in materialized
+    assert not evaluation.passed and "downstream" not in materialized
     assert evaluation.metadata["expected_types"].value == "multi_context, simple"
     assert "multi_context" in evaluation.metadata["failures"].value
 
@@ -314,7 +325,7 @@ def test_a_type_planned_too_thinly_is_not_required(good, instance, tmp_path):
     _, evaluation, materialized, _ = _materialize(
         without_multi, instance, tmp_path, plan=_plan({"simple": 4, "multi_context": 2})
     )
-    assert evaluation.passed and "candidate_outputs" in materialized
+    assert evaluation.passed and "downstream" in materialized
 
 
 def test_the_code_location_runs_the_check_in_the_jobs_that_build_the_golden_set():

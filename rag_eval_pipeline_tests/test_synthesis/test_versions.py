@@ -20,11 +20,15 @@ from rag_eval_pipeline.synthesis.versions import (
     DIFF_COLUMNS,
     MANIFEST_FILE,
     GoldenSetImmutable,
+    GoldenSetUnpublished,
+    check_publishable,
     content_hash,
     diff_summary,
     diff_versions,
+    latest_version,
     publish,
     read_manifest,
+    require_published,
 )
 from rag_eval_pipeline.warehouse import Warehouse
 from rag_eval_pipeline_tests.synthesis_items import item_from
@@ -107,9 +111,43 @@ def test_content_hash_of_a_subset_differs(golden):
 # ---- publish ---------------------------------------------------------------------------------
 
 
+def _publish(warehouse, tenant, version, golden, **manifest_fields):
+    """As the lineage does it: refuse a change to a published set, write the table, then the manifest."""
+    check_publishable(warehouse, tenant, version, golden)
+    warehouse.write(tenant, version, "golden_set", golden)
+    return publish(warehouse, tenant, version, golden, **manifest_fields)
+
+
+def test_the_manifest_is_written_only_after_its_table(golden, warehouse):
+    with pytest.raises(FileNotFoundError):
+        publish(warehouse, "acme", "v1", golden)  # no table on disk yet: nothing is published
+    warehouse.write("acme", "v1", "golden_set", golden.iloc[:2])
+    with pytest.raises(GoldenSetUnpublished, match="on disk is not the one being published"):
+        publish(warehouse, "acme", "v1", golden)
+    assert read_manifest(warehouse, "acme", "v1") is None and latest_version(warehouse, "acme") is None
+
+
+def test_a_manifest_without_its_table_is_not_a_published_version(golden, warehouse):
+    """What a kill between the two writes used to leave: the gate must not pick it."""
+    _publish(warehouse, "acme", "v1", golden)
+    _publish(warehouse, "acme", "v2", golden.iloc[:2])
+    assert latest_version(warehouse, "acme") == "v2"
+    warehouse.table_path("acme", "v2", "golden_set").unlink()
+    assert latest_version(warehouse, "acme") == "v1"
+
+
+def test_audits_need_the_published_table(golden, warehouse):
+    with pytest.raises(GoldenSetUnpublished, match="acme/v1 is not published"):
+        require_published(warehouse, "acme", "v1", golden)
+    _publish(warehouse, "acme", "v1", golden)
+    assert require_published(warehouse, "acme", "v1", golden).n_items == 4
+    with pytest.raises(GoldenSetUnpublished, match="does not match its published manifest"):
+        require_published(warehouse, "acme", "v1", golden.iloc[:2])
+
+
 def test_first_publish_writes_the_manifest(golden, warehouse):
     before = datetime.now(timezone.utc).replace(microsecond=0)
-    manifest = publish(warehouse, "acme", "v1", golden)
+    manifest = _publish(warehouse, "acme", "v1", golden)
 
     path = warehouse.partition_dir("acme", "v1") / MANIFEST_FILE
     on_disk = json.loads(path.read_text(encoding="utf-8"))
@@ -129,23 +167,23 @@ def test_read_manifest_of_an_unpublished_version_is_none(warehouse):
 
 
 def test_publishing_the_same_content_again_is_a_no_op(golden, warehouse):
-    first = publish(warehouse, "acme", "v1", golden)
+    first = _publish(warehouse, "acme", "v1", golden)
     path = warehouse.partition_dir("acme", "v1") / MANIFEST_FILE
     text = path.read_text(encoding="utf-8")
 
-    again = publish(warehouse, "acme", "v1", golden.iloc[::-1].reset_index(drop=True), source="review of v0")
+    again = _publish(warehouse, "acme", "v1", golden.iloc[::-1].reset_index(drop=True), source="review of v0")
 
     assert again == first  # the original date and source stay
     assert path.read_text(encoding="utf-8") == text
 
 
 def test_publishing_different_content_raises(golden, warehouse):
-    first = publish(warehouse, "acme", "v1", golden)
+    first = _publish(warehouse, "acme", "v1", golden)
     changed = golden.copy()
     changed.at[1, "ground_truth"] = "Backups are kept for 30 days."
 
     with pytest.raises(GoldenSetImmutable) as raised:
-        publish(warehouse, "acme", "v1", changed)
+        _publish(warehouse, "acme", "v1", changed)
 
     message = str(raised.value)
     assert isinstance(raised.value, ValueError)
@@ -156,14 +194,14 @@ def test_publishing_different_content_raises(golden, warehouse):
 
 
 def test_dropping_an_item_is_different_content(golden, warehouse):
-    publish(warehouse, "acme", "v1", golden)
+    _publish(warehouse, "acme", "v1", golden)
     with pytest.raises(GoldenSetImmutable):
-        publish(warehouse, "acme", "v1", golden.iloc[1:])
+        _publish(warehouse, "acme", "v1", golden.iloc[1:])
 
 
 def test_versions_are_published_independently(golden, warehouse):
-    publish(warehouse, "acme", "v1", golden)
-    manifest = publish(warehouse, "acme", "v2", golden.iloc[:2], source="review of v1", parent_version="v1")
+    _publish(warehouse, "acme", "v1", golden)
+    manifest = _publish(warehouse, "acme", "v2", golden.iloc[:2], source="review of v1", parent_version="v1")
 
     assert manifest.source == "review of v1" and manifest.parent_version == "v1"
     assert manifest.n_items == 2 and manifest.counts_by_type == {"simple": 2}
@@ -172,7 +210,7 @@ def test_versions_are_published_independently(golden, warehouse):
 
 def test_publish_rejects_bad_names(golden, warehouse):
     with pytest.raises(ValueError, match="invalid dataset version name"):
-        publish(warehouse, "acme", "V 1", golden)
+        _publish(warehouse, "acme", "V 1", golden)
 
 
 # ---- diff ------------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""Many `rag-eval gate` processes at once, on one tenant and on several: each gets its own verdict.
+
+Before the audit tables were keyed by commit and run, two gates of one tenant started together
+overwrote each other's tables: a candidate that declines every question passed with the reference
+candidate's report, and the reference was promoted twice.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rag_eval_pipeline.reporting.baselines import BaselineStore
+from rag_eval_pipeline.warehouse import Warehouse
+
+RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
+EMPTY = "rag_eval_pipeline_tests.candidates:i_do_not_know"
+DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
+
+
+def _start(env, *args) -> subprocess.Popen:
+    return subprocess.Popen([RAG_EVAL, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=600)
+    return process.returncode, out, err
+
+
+@pytest.fixture
+def two_tenants(cli_env, tenant_dirs):
+    """acme and globex (the same documents), synthesized at once, each with the reference as its baseline."""
+    documents_root, _ = tenant_dirs
+    shutil.copytree(documents_root / "acme", documents_root / "globex")
+    for tenant in ("acme", "globex"):
+        assert _finish(_start(cli_env, "register", "--tenant", tenant, "--version", "v1"))[0] == 0
+    synthesis = [_start(cli_env, "run", "--tenant", t, "--version", "v1", "--job", "synthesis") for t in ("acme", "globex")]
+    for process in synthesis:
+        code, _, err = _finish(process)
+        assert code == 0, err
+    for tenant in ("acme", "globex"):
+        code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base"))
+        assert code == 0 and "NO BASELINE YET" in out, err
+    return cli_env
+
+
+def _report_of(stdout: str) -> pd.DataFrame:
+    """The report table beside the Markdown report the gate printed."""
+    (line,) = [line for line in stdout.splitlines() if line.startswith("report: ")]
+    return pd.read_parquet(Path(line.removeprefix("report: ")).with_name("regression_report.parquet"))
+
+
+def test_concurrent_gates_each_get_their_own_verdict_and_promotions_are_not_lost(two_tenants, tenant_dirs):
+    gates = {  # (tenant, commit): (entry or None, expected exit code)
+        ("acme", "good-1"): (None, 0),
+        ("acme", "empty"): (EMPTY, 1),
+        ("acme", "degraded"): (DEGRADED, 1),
+        ("acme", "good-2"): (None, 0),
+        ("globex", "degraded"): (DEGRADED, 1),
+        ("globex", "good-1"): (None, 0),
+    }
+    processes = {
+        (tenant, commit): _start(two_tenants, "gate", "--tenant", tenant, "--candidate", commit, "--branch", "main",
+                                 *(("--entry", entry) if entry else ()))
+        for (tenant, commit), (entry, _) in gates.items()
+    }
+    finished = {gate: _finish(process) for gate, process in processes.items()}
+
+    for (tenant, commit), (code, out, err) in finished.items():
+        expected = gates[(tenant, commit)][1]
+        assert code == expected, f"{tenant}/{commit}: exit {code}\n{out}\n{err}"
+        assert f"for commit {commit} on {tenant}/v1" in out
+        report = _report_of(out)
+        assert set(report["commit"]) == {commit}  # its own report, not a neighbour's
+        assert (report["verdict_overall"].iloc[0] == "block") is (expected == 1)
+        assert f"/{tenant}/v1/audits/commit={commit}/run=" in out
+
+    store = BaselineStore(Warehouse(tenant_dirs[1]))
+    for tenant in ("acme", "globex"):
+        commits = {commit for (t, commit) in gates if t == tenant} | {"base"}
+        assert set(store.audited_commits(tenant, "v1")) == commits  # every audit archived under its own commit
+        for commit in commits:
+            scores, outputs = store.audited(tenant, "v1", commit)
+            assert set(scores["commit"]) == {commit} and set(outputs["commit"]) == {commit}
+    # Each passing gate on main promoted exactly once, the blocked ones never; the first run's base stays first.
+    acme = [p.commit for p in store.history("acme", "v1")]
+    assert acme[0] == "base" and sorted(acme[1:]) == ["good-1", "good-2"]
+    assert [p.commit for p in store.history("globex", "v1")] == ["base", "good-1"]
+    lines = (Path(tenant_dirs[1]) / "acme" / "baseline_history.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["tenant"] == "acme" for line in lines)
+
+
+def test_two_first_gates_at_once_propose_one_baseline(cli_env):
+    """No baseline yet and two candidates at once: exactly one becomes the proposed baseline, the other is compared with it."""
+    assert _finish(_start(cli_env, "register", "--tenant", "acme", "--version", "v1"))[0] == 0
+    code, _, err = _finish(_start(cli_env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis"))
+    assert code == 0, err
+    first = [_start(cli_env, "gate", "--tenant", "acme", "--candidate", "reference"),
+             _start(cli_env, "gate", "--tenant", "acme", "--candidate", "empty", "--entry", EMPTY)]
+    outcomes = [_finish(p) for p in first]
+    store = BaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
+    history = store.history("acme", "v1")
+    assert len(history) == 1, [p.commit for p in history]
+    winner = history[0].commit
+    _, loser_out, _ = outcomes[1] if winner == "reference" else outcomes[0]
+    assert "NO BASELINE YET" not in loser_out and f"baseline: {winner}" in loser_out
