@@ -158,7 +158,8 @@ def prepare_instance(root: Path) -> dict[str, str]:
 
 def report_title(env: dict[str, str]) -> str:
     """The first heading of the report the latest materialization wrote: what its page must show."""
-    report = Path(env["RAG_EVAL_WAREHOUSE"]) / DEMO_TENANT / DEMO_VERSION / "regression_report.md"
+    audits = Path(env["RAG_EVAL_WAREHOUSE"]) / DEMO_TENANT / DEMO_VERSION / "audits"
+    (report,) = audits.glob("commit=*/run=*/regression_report.md")  # the one demo run's audit
     return report.read_text().splitlines()[0].removeprefix("# ").strip()
 
 
