@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
-from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.embeddings import Embedder, progress_logger
 from rag_eval_pipeline.evaluation.judge import Judge
 from rag_eval_pipeline.evaluation.llm_client import LLMSettings
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
@@ -26,15 +28,40 @@ from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX, candidate_tasks, p
 from rag_eval_pipeline.synthesis.test_nodes import rank_test_nodes
 from rag_eval_pipeline.synthesis.verification import VerificationSettings, verify_items
 
+_log = logging.getLogger(__name__)
+
 PLAN_COLUMNS = ["question_type", "requested", "planned", "generated", "kept", "note"]
 
 
-def test_nodes(chunks: pd.DataFrame, embedder: Embedder) -> pd.DataFrame:
+def test_nodes(chunks: pd.DataFrame, embedder: Embedder, log: logging.Logger | None = None) -> pd.DataFrame:
+    """Each phase's progress goes to `log` (a Dagster run's own log in the asset): a long step is never silent."""
+    log = log or _log
+    lap = _stopwatch()
     texts = chunks["text"].tolist()
-    clusters = cluster_chunks(chunks["chunk_id"].tolist(), embedder.embed(texts) if texts else None)
+    vectors = embedder.embed(texts, progress=progress_logger(log)) if texts else None
+    log.info("embeddings of %d chunks ready (%.1f s)", len(texts), lap())
+    clusters = cluster_chunks(chunks["chunk_id"].tolist(), vectors)
+    log.info("clustered: %d clusters, %d outliers (%.1f s)",
+             clusters.loc[~clusters["is_outlier"], "cluster_id"].nunique(), int(clusters["is_outlier"].sum()), lap())
     labels = cluster_labels(texts, clusters["cluster_id"].tolist())
     clusters["cluster_label"] = clusters["cluster_id"].map(labels).fillna("")
-    return clusters.merge(rank_test_nodes(chunks, clusters), on="chunk_id")
+    log.info("cluster labels ready (%.1f s)", lap())
+    ranked = rank_test_nodes(chunks, clusters)
+    log.info("information scored and %d test nodes ranked (%.1f s)", int((ranked["test_node_rank"] > 0).sum()), lap())
+    return clusters.merge(ranked, on="chunk_id")
+
+
+def _stopwatch() -> Callable[[], float]:
+    """Seconds since the previous call (or since the stopwatch was made)."""
+    last = time.perf_counter()
+
+    def lap() -> float:
+        nonlocal last
+        now, since = time.perf_counter(), last
+        last = now
+        return now - since
+
+    return lap
 
 
 def synthesize(chunks: pd.DataFrame, clusters: pd.DataFrame, titles: dict[str, str], generator: Generator,
