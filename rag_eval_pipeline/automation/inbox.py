@@ -267,7 +267,10 @@ def _candidate_from(fields: dict, path: Path, known_tenants: set[str]) -> Candid
     outputs = fields["outputs"]
     if not isinstance(outputs, str) or not outputs.endswith(".jsonl"):
         raise ManifestError(f"invalid outputs {outputs!r}: expected a path to a .jsonl file")
-    resolved = (path.parent / outputs).resolve()  # relative paths are relative to the manifest
+    folder = path.parent.resolve()
+    resolved = (folder / outputs).resolve()  # relative paths are relative to the manifest
+    if not resolved.is_relative_to(folder):  # a manifest must not read files elsewhere on the host
+        raise ManifestError(f"outputs {outputs!r} is outside the manifests folder {folder}: put the file beside the manifest")
     if not resolved.is_file():
         raise ManifestError(f"outputs file {resolved} does not exist")
     return Candidate(tenant, commit, str(resolved), path.name, branch)

@@ -136,3 +136,14 @@ def test_git_errors_are_clear(tmp_path):
     make_repo(tmp_path / "repo")
     with pytest.raises(inbox.GitError, match="branch 'release' not found"):
         inbox.new_commits(tmp_path / "repo", "release", None)
+
+
+def test_a_manifest_reads_outputs_only_beside_it(tmp_path):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (tmp_path / "elsewhere.jsonl").write_text("")
+    (manifests / "link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    for outputs in ("../elsewhere.jsonl", str(tmp_path / "elsewhere.jsonl"), "link.jsonl"):
+        path = _manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs=outputs)
+        with pytest.raises(inbox.ManifestError, match="outside the manifests folder"):
+            inbox.parse_manifest(path, {"acme"})
