@@ -29,6 +29,7 @@ from rag_eval_pipeline.warehouse import RUN_PREFIX, Warehouse, commit_of_folder,
 HISTORY_FILE = "baseline_history.jsonl"
 LOCK_FILE = "baseline_history.lock"
 AUDIT_MARKER = "audit.json"
+LEGACY_FOLDER = "audited"  # earlier layout, one folder per commit: <version>/audited/commit=<c>/; still read
 SCORES, OUTPUTS = "metric_scores", "candidate_outputs"
 LOCK_TIMEOUT_S = 120.0
 
@@ -92,13 +93,15 @@ class BaselineStore:
 
     def audited_commits(self, tenant: str, version: str) -> list[str]:
         root = self.warehouse.audits_dir(tenant, version)
-        if not root.is_dir():
-            return []
-        return sorted(commit_of_folder(folder) for folder in root.iterdir() if self._latest_audit(folder) is not None)
+        current = {commit_of_folder(f) for f in root.iterdir() if self._latest_audit(f)} if root.is_dir() else set()
+        legacy = self.warehouse.partition_dir(tenant, version) / LEGACY_FOLDER
+        earlier = {commit_of_folder(f) for f in legacy.iterdir() if (f / f"{SCORES}.parquet").is_file()} \
+            if legacy.is_dir() else set()
+        return sorted(current | earlier)
 
     def audited(self, tenant: str, version: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(scores, outputs) of a commit's latest complete audit; UnknownBaseline, naming the audited ones, otherwise."""
-        folder = self._latest_audit(self.warehouse.commit_dir(tenant, version, commit))
+        folder = self._audit_folder(tenant, version, commit)
         if folder is None:
             known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
             raise UnknownBaseline(
@@ -106,6 +109,14 @@ class BaselineStore:
                 f"(audited commits: {known})"
             )
         return pd.read_parquet(folder / f"{SCORES}.parquet"), pd.read_parquet(folder / f"{OUTPUTS}.parquet")
+
+    def _audit_folder(self, tenant: str, version: str, commit: str) -> Path | None:
+        commit_dir = self.warehouse.commit_dir(tenant, version, commit)
+        latest = self._latest_audit(commit_dir)
+        if latest is not None:
+            return latest
+        legacy = self.warehouse.partition_dir(tenant, version) / LEGACY_FOLDER / commit_dir.name
+        return legacy if (legacy / f"{SCORES}.parquet").is_file() else None
 
     @staticmethod
     def _latest_audit(commit_dir: Path) -> Path | None:

@@ -148,3 +148,16 @@ def test_promotions_from_concurrent_processes_are_serialized(store, tmp_path):
         done = list(pool.map(_read_then_promote, [str(tmp_path)] * len(commits), commits))
     assert sorted(done) == commits
     assert sorted(p.commit for p in store.history("acme", "v1")) == commits  # none lost, none twice
+
+
+def test_audits_archived_in_the_earlier_layout_remain_baselines(store):
+    """A warehouse from before audits were kept per run: its history's baseline must still be found."""
+    legacy = store.warehouse.partition_dir("acme", "v1") / "audited" / "commit=old1234"
+    legacy.mkdir(parents=True)
+    _scores("old1234", 0.6).to_parquet(legacy / "metric_scores.parquet")
+    _outputs("old1234").to_parquet(legacy / "candidate_outputs.parquet")
+    store.archive("acme", "v1", "new5678", _scores("new5678", 0.5), _outputs("new5678"), run_id="r1")
+    assert store.audited_commits("acme", "v1") == ["new5678", "old1234"]
+    assert store.audited("acme", "v1", "old1234")[0]["score"].tolist() == [0.6, 0.6]
+    store.archive("acme", "v1", "old1234", _scores("old1234", 0.9), _outputs("old1234"), run_id="r2")
+    assert store.audited("acme", "v1", "old1234")[0]["score"].tolist() == [0.9, 0.9]  # a new audit wins
