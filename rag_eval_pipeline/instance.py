@@ -105,7 +105,7 @@ def _check_postgres(params: dict) -> None:
     import psycopg2
 
     try:
-        psycopg2.connect(connect_timeout=5, **params).close()
+        psycopg2.connect(**{"connect_timeout": 5, **params}).close()  # the URL may set its own
     except psycopg2.OperationalError as error:
         raise InstanceConfigError(_connection_problem(params, str(error))) from None
 

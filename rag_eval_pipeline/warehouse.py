@@ -23,7 +23,8 @@ AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
 MAX_COMMIT_CHARS = 100
 COMMIT_TAG = "rag_eval/commit"  # run tag naming the audited commit, set by the CLI and the sensors
-_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_COMMIT_FOLDER_CHARS = 200  # percent-encoded, as a folder name; file systems allow 255 bytes
 
 
 def validate_commit(commit: str) -> str:
@@ -32,11 +33,13 @@ def validate_commit(commit: str) -> str:
             or any(c.isspace() for c in commit):
         shown = commit if not isinstance(commit, str) or len(commit) <= 40 else f"{commit[:40]}... ({len(commit)} characters)"
         raise ValueError(f"invalid commit {shown!r}: use 1 to {MAX_COMMIT_CHARS} printable characters without spaces")
+    if len(quote(commit, safe="")) > MAX_COMMIT_FOLDER_CHARS:
+        raise ValueError(f"invalid commit {commit[:40]!r}...: too long once encoded as a folder name; use a shorter one")
     return commit
 
 
 def validate_run_id(run_id: str) -> str:
-    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         raise ValueError(f"invalid run id {run_id!r}")
     return run_id
 

@@ -1,15 +1,19 @@
 """The regression report: the candidate against the tenant's baseline, with a verdict, and where and why."""
 
+from dataclasses import dataclass
+
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output
 from pydantic import Field
 
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.reporting.baselines import BaselineStore, promotion_reason
+from rag_eval_pipeline.reporting.baselines import BaselineChanged, BaselineStore, Promotion, promotion_reason
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
+    Analysis,
+    Comparison,
     IncomparableScores,
     analyse,
     compare,
@@ -63,34 +67,26 @@ def regression_report(
     commit = audited_commit(context.run.tags.get(COMMIT_TAG), metric_scores, candidate_outputs)
     store = warehouse.store()
     baselines = BaselineStore(store)
-    # One tenant's gates take turns from reading the baseline to promoting: no promotion is lost or doubled.
-    with baselines.locked(tenant):
+    scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
+    for _ in range(COMPARE_ATTEMPTS):
+        # Compared outside the lock (re-scoring a baseline may take long), then archived and promoted
+        # under it only if the baseline is still the one compared with: no promotion is lost or doubled.
         current = baselines.current(tenant, version)
-        # Read the baseline before archiving the candidate: a re-audited commit is compared with its last audit.
-        baseline_commit, baseline_source = _baseline_commit(current, config.baseline_commit)
-        baseline, baseline_outputs = (
-            baselines.audited(tenant, version, baseline_commit) if baseline_commit else (None, None)
-        )
-        baselines.archive(tenant, version, commit, metric_scores, candidate_outputs, run_id)
-        mismatch = incomparable_reason(metric_scores, baseline) if baseline is not None else None
-        if mismatch:
-            if not config.rescore_baseline:
-                raise IncomparableScores(
-                    f"cannot compare {commit} with baseline {baseline_commit} on {tenant}/{version}: they were "
-                    f"scored differently ({mismatch}); allow re-scoring the baseline, or choose a baseline scored "
-                    "like this candidate"
-                )
-            context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
-            baseline = rescore(baseline_outputs, golden_set, metric_scores, judge, embedder)
-            baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
-        comparison = compare(metric_scores, baseline, {"default": config.tolerance, **config.metric_tolerances})
-        analysis = analyse(comparison, metric_scores, baseline, golden_set, candidate_outputs, baseline_outputs)
-        reason = promotion_reason(comparison.verdict, baseline is not None, config.promote_to_baseline,
-                                  config.branch, config.main_branch)
-        if reason:
-            baselines.promote(tenant, version, commit, reason, config.branch, run_id,
-                              expected_current=current.commit if current else None)
-            context.log.info(f"candidate {commit} is now the baseline of {tenant}/{version}: {reason}")
+        outcome = _judge_against_baseline(context, config, baselines, tenant, version, current, scored, judge, embedder)
+        with baselines.locked(tenant):
+            if baselines.current(tenant, version) != current:
+                context.log.info(f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again")
+                continue
+            baselines.archive(tenant, version, commit, metric_scores, candidate_outputs, run_id)
+            if outcome.promotion:
+                baselines.promote(tenant, version, commit, outcome.promotion, config.branch, run_id,
+                                  expected_current=current.commit if current else None)
+                context.log.info(f"candidate {commit} is now the baseline of {tenant}/{version}: {outcome.promotion}")
+            break
+    else:
+        raise BaselineChanged(f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate")
+    comparison, analysis, reason = outcome.comparison, outcome.analysis, outcome.promotion
+    baseline_commit, baseline_source = outcome.baseline_commit, outcome.baseline_source
     folder = store.audit_dir(tenant, version, commit, run_id)
     title = f"Regression report: {tenant} / {version} / commit {commit}"
     details = {
@@ -119,6 +115,55 @@ def regression_report(
             "report_html_path": str(html_path),
         },
     )
+
+
+COMPARE_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    commit: str
+    scores: pd.DataFrame
+    outputs: pd.DataFrame
+    golden: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Outcome:
+    baseline_commit: str
+    baseline_source: str
+    comparison: Comparison
+    analysis: Analysis
+    promotion: str | None  # why the candidate becomes the baseline, or None
+
+
+def _judge_against_baseline(context, config: ReportSettings, baselines: BaselineStore, tenant: str, version: str,
+                            current: Promotion | None, run: ScoredRun, judge, embedder) -> Outcome:
+    """The candidate against the baseline (re-scored when it was scored differently), and whether it is promoted."""
+    baseline_commit, baseline_source = _baseline_commit(current, config.baseline_commit)
+    baseline, baseline_outputs = None, None
+    if baseline_commit:
+        # The promoted audit itself, not a later re-audit of the same commit.
+        promoted_run = current.run_id if current and current.commit == baseline_commit else ""
+        baseline, baseline_outputs = baselines.audited(tenant, version, baseline_commit, promoted_run)
+    mismatch = incomparable_reason(run.scores, baseline) if baseline is not None else None
+    if mismatch:
+        if not config.rescore_baseline:
+            raise IncomparableScores(
+                f"cannot compare {run.commit} with baseline {baseline_commit} on {tenant}/{version}: they were "
+                f"scored differently ({mismatch}); allow re-scoring the baseline, or choose a baseline scored "
+                "like this candidate"
+            )
+        context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
+        baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
+        baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
+    comparison = compare(run.scores, baseline, {"default": config.tolerance, **config.metric_tolerances})
+    analysis = analyse(comparison, run.scores, baseline, run.golden, run.outputs, baseline_outputs)
+    promotion = promotion_reason(comparison.verdict, baseline is not None, config.promote_to_baseline,
+                                 config.branch, config.main_branch)
+    if current is not None and current.commit == run.commit:
+        promotion = None  # already the baseline: a second line in the history would say nothing new
+    return Outcome(baseline_commit, baseline_source, comparison, analysis, promotion)
 
 
 def rescore(outputs: pd.DataFrame, golden: pd.DataFrame, like: pd.DataFrame, judge: JudgeResource,

@@ -24,7 +24,14 @@ import pandas as pd
 from filelock import FileLock
 
 from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASS
-from rag_eval_pipeline.warehouse import RUN_PREFIX, Warehouse, commit_of_folder, write_parquet, write_text_atomically
+from rag_eval_pipeline.warehouse import (
+    RUN_ID_PATTERN,
+    RUN_PREFIX,
+    Warehouse,
+    commit_of_folder,
+    write_parquet,
+    write_text_atomically,
+)
 
 HISTORY_FILE = "baseline_history.jsonl"
 LOCK_FILE = "baseline_history.lock"
@@ -99,9 +106,10 @@ class BaselineStore:
             if legacy.is_dir() else set()
         return sorted(current | earlier)
 
-    def audited(self, tenant: str, version: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(scores, outputs) of a commit's latest complete audit; UnknownBaseline, naming the audited ones, otherwise."""
-        folder = self._audit_folder(tenant, version, commit)
+    def audited(self, tenant: str, version: str, commit: str, run_id: str = "") -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(scores, outputs) of a commit's audit by run_id if it is complete, else its latest complete audit;
+        UnknownBaseline, naming the audited ones, when there is none."""
+        folder = self._audit_folder(tenant, version, commit, run_id)
         if folder is None:
             known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
             raise UnknownBaseline(
@@ -110,8 +118,12 @@ class BaselineStore:
             )
         return pd.read_parquet(folder / f"{SCORES}.parquet"), pd.read_parquet(folder / f"{OUTPUTS}.parquet")
 
-    def _audit_folder(self, tenant: str, version: str, commit: str) -> Path | None:
+    def _audit_folder(self, tenant: str, version: str, commit: str, run_id: str = "") -> Path | None:
         commit_dir = self.warehouse.commit_dir(tenant, version, commit)
+        if run_id and RUN_ID_PATTERN.fullmatch(run_id):
+            chosen = commit_dir / f"{RUN_PREFIX}{run_id}"
+            if (chosen / AUDIT_MARKER).is_file():
+                return chosen
         latest = self._latest_audit(commit_dir)
         if latest is not None:
             return latest
@@ -152,6 +164,9 @@ class BaselineStore:
                         f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to {now} "
                         f"while {commit} was audited; re-run the gate to compare with {now}"
                     )
+            if not run_id:  # an explicit promotion names the audit it promotes: the commit's latest
+                folder = self._audit_folder(tenant, version, commit)
+                run_id = folder.name.removeprefix(RUN_PREFIX) if folder.name.startswith(RUN_PREFIX) else ""
             promotion = Promotion(tenant, version, commit, reason, branch, _now(0), run_id)
             with self._history_path(tenant).open("a", encoding="utf-8") as history:
                 history.write(json.dumps(asdict(promotion), sort_keys=True) + "\n")

@@ -161,3 +161,16 @@ def test_audits_archived_in_the_earlier_layout_remain_baselines(store):
     assert store.audited("acme", "v1", "old1234")[0]["score"].tolist() == [0.6, 0.6]
     store.archive("acme", "v1", "old1234", _scores("old1234", 0.9), _outputs("old1234"), run_id="r2")
     assert store.audited("acme", "v1", "old1234")[0]["score"].tolist() == [0.9, 0.9]  # a new audit wins
+
+
+def test_the_promoted_audit_is_the_baseline_not_a_later_reaudit(store):
+    """A re-audit of the baseline commit (say with its service down) must not become what others are compared with."""
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.9), _outputs("abc1234"), run_id="good-run")
+    store.promote("acme", "v1", "abc1234", FIRST_RUN, run_id="good-run")
+    store.archive("acme", "v1", "abc1234", _scores("abc1234", 0.1), _outputs("abc1234"), run_id="broken-run")
+    promoted = store.current("acme", "v1")
+    assert store.audited("acme", "v1", "abc1234", promoted.run_id)[0]["score"].tolist() == [0.9, 0.9]
+    assert store.audited("acme", "v1", "abc1234")[0]["score"].tolist() == [0.1, 0.1]  # asked for by commit: the latest
+    # An explicit promotion records which audit it promotes.
+    store.promote("acme", "v1", "abc1234", EXPLICIT)
+    assert store.current("acme", "v1").run_id == "broken-run"
