@@ -6,10 +6,10 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output
 from pydantic import Field
 
+from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.reporting.baselines import BaselineChanged, BaselineStore, Promotion, promotion_reason
-from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
     Analysis,
@@ -77,7 +77,7 @@ def regression_report(
             if baselines.current(tenant, version) != current:
                 context.log.info(f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again")
                 continue
-            baselines.archive(tenant, version, commit, metric_scores, candidate_outputs, run_id)
+            baselines.mark_complete(tenant, version, commit, run_id)  # its tables are in the run's folder already
             if outcome.promotion:
                 baselines.promote(tenant, version, commit, outcome.promotion, config.branch, run_id,
                                   expected_current=current.commit if current else None)
@@ -171,8 +171,9 @@ def rescore(outputs: pd.DataFrame, golden: pd.DataFrame, like: pd.DataFrame, jud
     """The archived outputs scored the way `like` was: this run's judge, k and metrics."""
     identity = scoring_identity(like)
     scores, _ = score_outputs(outputs, golden, judge.get(), embedder.get(), identity["metrics"], int(identity["k"]))
-    if incomparable_reason(like, scores):
-        raise IncomparableScores(f"re-scoring the baseline did not reproduce this run's scoring: {incomparable_reason(like, scores)}")
+    still_different = incomparable_reason(like, scores)
+    if still_different:
+        raise IncomparableScores(f"re-scoring the baseline did not reproduce this run's scoring: {still_different}")
     return scores
 
 

@@ -94,6 +94,14 @@ class BaselineStore:
         folder = self.warehouse.audit_dir(tenant, version, commit, run_id)
         for name, frame in ((SCORES, scores), (OUTPUTS, outputs)):
             write_parquet(folder / f"{name}.parquet", frame)
+        return self.mark_complete(tenant, version, commit, run_id)
+
+    def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> Path:
+        """Make an audit whose scores and outputs are already in its folder (written by the lineage) a baseline candidate."""
+        folder = self.warehouse.audit_dir(tenant, version, commit, run_id)
+        missing = [name for name in (SCORES, OUTPUTS) if not (folder / f"{name}.parquet").is_file()]
+        if missing:
+            raise FileNotFoundError(f"audit {folder} lacks {', '.join(missing)}: it cannot be archived")
         marker = {"tenant": tenant, "version": version, "commit": commit, "run_id": run_id, "archived_at": _now(6)}
         write_text_atomically(folder / AUDIT_MARKER, json.dumps(marker, sort_keys=True) + "\n")
         return folder
