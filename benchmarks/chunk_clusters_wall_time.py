@@ -74,7 +74,7 @@ def worker(code_root: str, chunks_path: str, out_path: str) -> None:
     import pandas as pd
 
     import rag_eval_pipeline
-    from rag_eval_pipeline.embeddings import Embedder, _load_model
+    from rag_eval_pipeline.core.embeddings import Embedder, _load_model
     from rag_eval_pipeline.synthesis import pipeline
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="  %(asctime)s %(message)s")

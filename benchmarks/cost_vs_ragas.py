@@ -185,12 +185,12 @@ def triplets(n: int) -> list[dict]:
 # --- our side ----------------------------------------------------------------------------------------
 
 def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: float, batch: int = 5) -> dict:
-    from rag_eval_pipeline.embeddings import Embedder
-    from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-    from rag_eval_pipeline.evaluation.judgement import total_usage
-    from rag_eval_pipeline.evaluation.llm_client import LLMSettings, StructuredLLM
-    from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
-    from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
+    from rag_eval_pipeline.core.embeddings import Embedder
+    from rag_eval_pipeline.core.llm.cache import JudgeCache
+    from rag_eval_pipeline.core.judging.judgement import total_usage
+    from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+    from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
+    from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 
     log: list[dict] = []
 
@@ -486,7 +486,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from rag_eval_pipeline.llm.local_server import LocalLlamaServer
+    from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
     rows = triplets(args.n)
     ragas_rows = rows[: args.ragas_n or args.n]

@@ -7,7 +7,7 @@ Reads the labeled sets from ../shared/benchmarks/ (see its README) at run time a
 benchmarks/results/judge_accuracy.json. Two judges of statement support are compared:
 
 - word-overlap: share of the statement's content words found in the contexts, supported at >= 0.75;
-- offline-support-v2: `OfflineJudge.verify` (signals of rag_eval_pipeline.evaluation.offline_support),
+- offline-support-v2: `OfflineJudge.verify` (signals of rag_eval_pipeline.core.judging.offline_support),
   given the question, as the pipeline calls it. (The first offline judge, lexical coverage with number
   and negation checks, scored 0.783 pairwise F here; it is gone.)
 
@@ -37,10 +37,10 @@ from sklearn.metrics import roc_auc_score
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rag_eval_pipeline.evaluation import offline_support  # noqa: E402
-from rag_eval_pipeline.evaluation.judge import OfflineJudge  # noqa: E402
-from rag_eval_pipeline.evaluation.offline_support import SIGNALS, assess_support  # noqa: E402
-from rag_eval_pipeline.text import content_words  # noqa: E402
+from rag_eval_pipeline.core.judging import offline_support  # noqa: E402
+from rag_eval_pipeline.core.judging.judge import OfflineJudge  # noqa: E402
+from rag_eval_pipeline.core.judging.offline_support import SIGNALS, assess_support  # noqa: E402
+from rag_eval_pipeline.core.text import content_words  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "benchmarks"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -214,7 +214,7 @@ def _agreement(labels: list[int], faithfulness: list[float], graded: list[float]
 
 
 def wikiqa_relevance(records: list[dict]) -> dict:
-    from rag_eval_pipeline.embeddings import Embedder
+    from rag_eval_pipeline.core.embeddings import Embedder
 
     embedder = Embedder()
     scores = []

@@ -24,7 +24,7 @@ from dagster import instance_for_test, materialize
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
-from rag_eval_pipeline.warehouse import AUDIT_TABLES, Warehouse
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
 STAGES = ["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters", "synthetic_qa",
           "golden_set", "rejected_qa", "candidate_outputs", "metric_scores", "regression_report"]

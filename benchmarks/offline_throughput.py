@@ -15,9 +15,9 @@ import statistics
 import time
 from pathlib import Path
 
-from rag_eval_pipeline.embeddings import Embedder, _load_model
-from rag_eval_pipeline.evaluation.judge import OfflineJudge
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, EvalItem, score_items
+from rag_eval_pipeline.core.embeddings import Embedder, _load_model
+from rag_eval_pipeline.core.judging.judge import OfflineJudge
+from rag_eval_pipeline.core.judging.metrics import ALL_METRICS, EvalItem, score_items
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "benchmarks" / "halueval_qa_dev.jsonl"

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judge import OfflineJudge
-from rag_eval_pipeline.evaluation.llm_client import LLMSettings
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judge import OfflineJudge
+from rag_eval_pipeline.core.llm.client import LLMSettings
 from rag_eval_pipeline.synthesis import pipeline
 from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
 
@@ -66,7 +66,7 @@ def offline(docs: Path, n: int, repeats: int) -> dict:
 
 
 def llm(docs: Path, n: int) -> dict:
-    from rag_eval_pipeline.llm.local_server import LocalLlamaServer
+    from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
     from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
 
     with tempfile.TemporaryDirectory() as scratch, LocalLlamaServer(n_ctx=4096) as server:

@@ -13,17 +13,18 @@ from tqdm import tqdm
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.definitions import build_definitions
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judge import OfflineJudge
-from rag_eval_pipeline.evaluation.llm_client import RESPONSE_FORMATS, JudgeMisconfigured, JudgeUnavailable, LLMSettings
-from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS, score_items
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judge import OfflineJudge
+from rag_eval_pipeline.core.llm.client import RESPONSE_FORMATS, JudgeMisconfigured, JudgeUnavailable, LLMSettings
+from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
+from rag_eval_pipeline.core.judging.metrics import ALL_METRICS, score_items
 from rag_eval_pipeline.evaluation.tabular import (
     MAX_FIELD_CHARS, check_format, check_output_path, duplicate_ids, read_rows, results_frame, summary_table,
     to_items, write_table,
 )
 from rag_eval_pipeline.instance import InstanceConfigError, local_instance
-from rag_eval_pipeline.partitions import PartitionNameError, register_partition, require_registered
+from rag_eval_pipeline.partitions import register_partition, require_registered
+from rag_eval_pipeline.core.names import PartitionNameError
 from rag_eval_pipeline.reporting.baseline_cli import add_commands as add_baseline_commands
 from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline.reporting.compare import DEFAULT_TOLERANCE
@@ -34,7 +35,8 @@ from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.review_cli import add_commands
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
 from rag_eval_pipeline.synthesis.versions import latest_version, read_manifest
-from rag_eval_pipeline.warehouse import COMMIT_TAG, Warehouse, validate_commit
+from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
 

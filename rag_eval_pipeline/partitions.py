@@ -6,7 +6,6 @@ partition. Every name goes through `validate_name` before it is registered or us
 
 from __future__ import annotations
 
-import re
 import warnings
 
 from dagster import (
@@ -16,6 +15,8 @@ from dagster import (
     MultiPartitionsDefinition,
     PreviewWarning,
 )
+
+from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
 TENANT_DIM = "tenant"
 VERSION_DIM = "dataset_version"
@@ -30,22 +31,6 @@ tenant_version_partitions = MultiPartitionsDefinition(
 # The asset checks (golden set, regression gate) take these partitions, a "preview" feature of Dagster
 # 1.13 (dagster is pinned): without it a check records one result for all (tenant, version) pairs.
 warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
-
-_NAME_PATTERN = re.compile(r"^[a-z0-9_-]{1,63}$")
-
-
-class PartitionNameError(ValueError):
-    """A tenant or dataset version name that is malformed or not registered."""
-
-
-def validate_name(kind: str, name: str) -> str:
-    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
-        raise PartitionNameError(
-            f"invalid {kind} name {name!r}: use 1 to 63 characters among lowercase letters, "
-            "digits, '-' and '_'"
-        )
-    return name
-
 
 def partition_key(tenant: str, dataset_version: str) -> MultiPartitionKey:
     """Always build keys as objects: the string form orders dimensions by name, not by meaning."""

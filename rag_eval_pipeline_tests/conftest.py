@@ -31,13 +31,13 @@ def shared_corpus() -> Path:
 @pytest.fixture(scope="session")
 def embedder():
     """all-MiniLM-L6-v2 with an in-memory cache; loading the model takes a few seconds, so load it once."""
-    from rag_eval_pipeline.embeddings import Embedder
+    from rag_eval_pipeline.core.embeddings import Embedder
 
     return Embedder()
 
 
 @pytest.fixture(scope="session")
 def offline_judge(embedder):
-    from rag_eval_pipeline.evaluation.judge import OfflineJudge
+    from rag_eval_pipeline.core.judging.judge import OfflineJudge
 
     return OfflineJudge(embedder)

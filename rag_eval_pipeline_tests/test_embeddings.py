@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from rag_eval_pipeline import embeddings
-from rag_eval_pipeline.embeddings import Embedder, Progress, progress_logger
+from rag_eval_pipeline.core import embeddings
+from rag_eval_pipeline.core.embeddings import Embedder, Progress, progress_logger
 
 TEXTS = [f"Shipment {i} leaves the Venlo dock at {i + 6}:00 on weekdays{'.' * i}" for i in range(10)]
 
@@ -46,7 +46,7 @@ def test_an_interrupted_run_keeps_its_finished_batches_and_the_rerun_embeds_only
 
 KILLED_CHILD = """
 import os, signal, sys
-from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.core.embeddings import Embedder
 
 def die_after_two_batches(progress):
     if progress.batches_done == 2:

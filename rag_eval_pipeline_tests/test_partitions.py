@@ -5,15 +5,14 @@ from __future__ import annotations
 import pytest
 from dagster import DagsterInstance, MultiPartitionKey
 
+from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 from rag_eval_pipeline.partitions import (
     TENANT_DIM,
     VERSION_DIM,
-    PartitionNameError,
     partition_key,
     register_partition,
     require_registered,
     split_key,
-    validate_name,
 )
 
 

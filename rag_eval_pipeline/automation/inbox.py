@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rag_eval_pipeline.evaluation.candidates import CandidateError, allowed_entry_modules, check_entry_allowed
 from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside
-from rag_eval_pipeline.partitions import PartitionNameError, validate_name
+from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
 FINGERPRINT_FILE = "documents_fingerprint.json"
 REFERENCE = "reference"

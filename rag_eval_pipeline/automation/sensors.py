@@ -25,8 +25,8 @@ from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.jobs import audit_job, synthesis_job
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
 from rag_eval_pipeline.synthesis.versions import latest_version
-from rag_eval_pipeline.warehouse import Warehouse
-from rag_eval_pipeline.warehouse import COMMIT_TAG
+from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.core.names import COMMIT_TAG
 
 Clock = Callable[[], datetime]
 

@@ -12,16 +12,17 @@ from rag_eval_pipeline.evaluation.candidates import (
     read_outputs_file,
     run_candidate,
 )
-from rag_eval_pipeline.evaluation.judgement import total_usage
-from rag_eval_pipeline.evaluation.llm_judge import CALL_SERVES
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
-from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
+from rag_eval_pipeline.core.judging.judgement import total_usage
+from rag_eval_pipeline.core.judging.llm_judge import CALL_SERVES
+from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
+from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
 from rag_eval_pipeline.synthesis.versions import require_published
-from rag_eval_pipeline.warehouse import COMMIT_TAG, audited_commit, validate_commit
+from rag_eval_pipeline.core.warehouse import audited_commit
+from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 
 REFERENCE = "reference"
 

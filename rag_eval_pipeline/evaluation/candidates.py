@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rag_eval_pipeline.jsonl import read_json_lines
+from rag_eval_pipeline.core.jsonl import read_json_lines
 
 Candidate = Callable[[str], dict]
 

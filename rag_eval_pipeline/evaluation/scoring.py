@@ -10,8 +10,8 @@ import json
 
 import pandas as pd
 
-from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
-from rag_eval_pipeline.evaluation.results import MetricResult, unmeasured
+from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+from rag_eval_pipeline.core.judging.results import MetricResult, unmeasured
 
 # judge (with its prompt version) and k say how a score was made: only scores made alike are compared.
 SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rag_eval_pipeline.evaluation.metrics import EvalItem
-from rag_eval_pipeline.jsonl import iter_json_lines
+from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.jsonl import iter_json_lines
 
 ALIASES = {
     "user_input": "question",

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from rag_eval_pipeline.ingest.parsing import Document
-from rag_eval_pipeline.text import count_tokens, sha256, split_sentences, tokens
+from rag_eval_pipeline.core.text import count_tokens, sha256, split_sentences, tokens
 
 
 @dataclass(frozen=True)

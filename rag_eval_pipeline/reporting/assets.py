@@ -22,7 +22,8 @@ from rag_eval_pipeline.reporting.compare import (
 )
 from rag_eval_pipeline.reporting.render import render_html, render_markdown
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
-from rag_eval_pipeline.warehouse import COMMIT_TAG, audited_commit, write_text_atomically
+from rag_eval_pipeline.core.warehouse import audited_commit, write_text_atomically
+from rag_eval_pipeline.core.names import COMMIT_TAG
 
 MARKDOWN_FILE, HTML_FILE = "regression_report.md", "regression_report.html"
 

@@ -10,7 +10,7 @@ from rag_eval_pipeline import settings
 from rag_eval_pipeline.command_errors import exit_2_on_bad_input
 from rag_eval_pipeline.reporting.baselines import EXPLICIT, BaselineStore
 from rag_eval_pipeline.synthesis.versions import latest_version
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 
 def add_commands(subparsers) -> None:

@@ -24,8 +24,8 @@ import pandas as pd
 from filelock import FileLock
 
 from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASS
-from rag_eval_pipeline.warehouse import (
-    RUN_ID_PATTERN,
+from rag_eval_pipeline.core.names import RUN_ID_PATTERN
+from rag_eval_pipeline.core.warehouse import (
     RUN_PREFIX,
     Warehouse,
     commit_of_folder,

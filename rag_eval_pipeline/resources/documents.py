@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from rag_eval_pipeline.partitions import PartitionNameError, validate_name
+from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
 
 class DocumentsResource(ConfigurableResource):

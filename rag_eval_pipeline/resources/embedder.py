@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from dagster import ConfigurableResource
 
-from rag_eval_pipeline.embeddings import Embedder
+from rag_eval_pipeline.core.embeddings import Embedder
 
 
 @lru_cache(maxsize=4)

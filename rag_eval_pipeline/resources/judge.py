@@ -11,9 +11,9 @@ import os
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from rag_eval_pipeline.evaluation.judge import Judge, OfflineJudge
-from rag_eval_pipeline.evaluation.llm_client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, LLMSettings
-from rag_eval_pipeline.evaluation.llm_judge import build_llm_judge
+from rag_eval_pipeline.core.judging.judge import Judge, OfflineJudge
+from rag_eval_pipeline.core.llm.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, LLMSettings
+from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
 from rag_eval_pipeline.resources.embedder import EmbedderResource
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, OutputContext
 
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.warehouse import AUDIT_TABLES, Warehouse, write_parquet
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse, write_parquet
 
 
 class WarehouseResource(ConfigurableResource):

@@ -22,7 +22,7 @@ from dagster import (
 from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import publish
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 PLAN_TABLE = "synthesis_plan"  # written by golden_set: question_type, requested, planned, generated, kept, note
 # A type planned with at least this many items must have one left after verification; with fewer,

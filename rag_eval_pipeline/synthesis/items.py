@@ -13,7 +13,7 @@ from typing import Protocol, Union
 
 import pandas as pd
 
-from rag_eval_pipeline.text import sha256
+from rag_eval_pipeline.core.text import sha256
 
 SIMPLE, REASONING, MULTI_CONTEXT, UNANSWERABLE = "simple", "reasoning", "multi_context", "unanswerable"
 QUESTION_TYPES = (SIMPLE, REASONING, MULTI_CONTEXT, UNANSWERABLE)

@@ -18,8 +18,8 @@ import json
 
 from pydantic import BaseModel, ConfigDict
 
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import (
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import (
     RETRY_REMINDER,
     JudgeMisconfigured,
     JudgeUnavailable,

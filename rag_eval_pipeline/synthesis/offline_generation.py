@@ -27,7 +27,7 @@ from rag_eval_pipeline.synthesis.items import (
 )
 from rag_eval_pipeline.synthesis.planning import topic_terms
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.text import content_words, numbers, sha256
+from rag_eval_pipeline.core.text import content_words, numbers, sha256
 
 _DEFINITION = re.compile(r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?:is|are) (?:the|a|an) ", re.U)
 _QUANTITY = re.compile(

@@ -15,9 +15,9 @@ from typing import Callable
 
 import pandas as pd
 
-from rag_eval_pipeline.embeddings import Embedder, progress_logger
-from rag_eval_pipeline.evaluation.judge import Judge
-from rag_eval_pipeline.evaluation.llm_client import LLMSettings
+from rag_eval_pipeline.core.embeddings import Embedder, progress_logger
+from rag_eval_pipeline.core.judging.judge import Judge
+from rag_eval_pipeline.core.llm.client import LLMSettings
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import Rejection, read_documents
 from rag_eval_pipeline.synthesis.clustering import cluster_chunks, cluster_labels

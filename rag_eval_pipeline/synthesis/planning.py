@@ -14,7 +14,7 @@ from rag_eval_pipeline.synthesis.items import (
     SourceChunk,
 )
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.text import content_words
+from rag_eval_pipeline.core.text import content_words
 
 DEFAULT_MIX = {"simple": 0.4, "reasoning": 0.2, "multi_context": 0.25, "unanswerable": 0.15}
 

@@ -17,9 +17,9 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from rag_eval_pipeline.jsonl import read_json_lines
+from rag_eval_pipeline.core.jsonl import read_json_lines
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, ITEM_COLUMNS, REJECTED_COLUMNS, UNANSWERABLE, normalise
-from rag_eval_pipeline.text import sha256
+from rag_eval_pipeline.core.text import sha256
 
 ACCEPT, REJECT, EDIT = "accept", "reject", "edit"
 DECISIONS = (ACCEPT, REJECT, EDIT)

@@ -14,14 +14,15 @@ import pandas as pd
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.command_errors import exit_2_on_bad_input
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judge import OfflineJudge
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judge import OfflineJudge
 from rag_eval_pipeline.evaluation.tabular import write_table
 from rag_eval_pipeline.instance import local_instance
-from rag_eval_pipeline.partitions import register_partition, validate_name
+from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.synthesis.review import apply_review, judge_verifier, read_sheet, review_sheet, write_sheet
 from rag_eval_pipeline.synthesis.versions import MANIFEST_FILE, Manifest, diff_summary, diff_versions, publish, read_manifest
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 # Copied from the reviewed version so the audit job (and its lineage) can run on the new one.
 UPSTREAM_TABLES = ("raw_documents", "document_chunks", "chunk_clusters", "synthesis_plan", "rejected_documents")

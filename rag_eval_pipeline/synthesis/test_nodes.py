@@ -12,7 +12,7 @@ import re
 
 import pandas as pd
 
-from rag_eval_pipeline.text import content_words, count_tokens, numbers, split_sentences
+from rag_eval_pipeline.core.text import content_words, count_tokens, numbers, split_sentences
 
 _NAME = re.compile(r"(?<![.!?] )(?<!^)\b[A-Z][a-z]+")
 

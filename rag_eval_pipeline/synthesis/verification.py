@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judge import Judge
-from rag_eval_pipeline.evaluation.judgement import GROUND_TRUTH_SUPPORT, Failure
-from rag_eval_pipeline.evaluation.metrics import EvalItem
-from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judge import Judge
+from rag_eval_pipeline.core.judging.judgement import GROUND_TRUTH_SUPPORT, Failure
+from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, MULTI_CONTEXT, REFUSAL, REJECTED_COLUMNS, UNANSWERABLE, normalise
-from rag_eval_pipeline.text import content_words, numbers
+from rag_eval_pipeline.core.text import content_words, numbers
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rag_eval_pipeline.partitions import validate_name
-from rag_eval_pipeline.text import sha256
-from rag_eval_pipeline.warehouse import Warehouse, write_text_atomically
+from rag_eval_pipeline.core.names import validate_name
+from rag_eval_pipeline.core.text import sha256
+from rag_eval_pipeline.core.warehouse import Warehouse, write_text_atomically
 
 MANIFEST_FILE = "golden_set.manifest.json"
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.

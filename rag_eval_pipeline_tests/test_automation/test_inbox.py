@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from rag_eval_pipeline.automation import inbox
-from rag_eval_pipeline.partitions import validate_name
+from rag_eval_pipeline.core.names import validate_name
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline.reporting.baselines import BaselineStore
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 EMPTY = "rag_eval_pipeline_tests.candidates:i_do_not_know"

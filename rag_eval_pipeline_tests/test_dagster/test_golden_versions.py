@@ -8,7 +8,7 @@ from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.synthesis.versions import diff_versions, read_manifest
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 SYNTHESIS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 PARTITION = ["acme", "v1"]

@@ -8,10 +8,10 @@ from dagster import materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
-from rag_eval_pipeline.evaluation.metrics import ALL_METRICS
+from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 EVERYTHING = None
 AUDIT = ["candidate_outputs", "metric_scores", "regression_report"]

@@ -18,8 +18,8 @@ from rag_eval_pipeline.evaluation.candidates import (
     run_candidate,
     validate_output,
 )
-from rag_eval_pipeline.evaluation.reference_candidate import ReferenceCandidate
-from rag_eval_pipeline.text import split_sentences
+from rag_eval_pipeline.core.retrieval import ReferenceCandidate
+from rag_eval_pipeline.core.text import split_sentences
 
 ITEMS = [
     {"qa_id": "good-1", "question": "good: how long are logs kept?"},

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rag_eval_pipeline.evaluation.metrics import (
+from rag_eval_pipeline.core.judging.metrics import (
     ALL_METRICS,
     EvalItem,
     average_precision,
@@ -14,7 +14,7 @@ from rag_eval_pipeline.evaluation.metrics import (
     mrr,
     score_items,
 )
-from rag_eval_pipeline.evaluation.results import OK, UNMEASURED, MetricResult, measured, unmeasured
+from rag_eval_pipeline.core.judging.results import OK, UNMEASURED, MetricResult, measured, unmeasured
 
 LOGS = "RouteWise API request logs are retained for 90 days and then deleted automatically."
 SANDBOX = "The sandbox is limited to 60 requests per minute per client."

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_eval_pipeline.evaluation.offline_support import SIGNALS, SupportAssessment, assess_support
+from rag_eval_pipeline.core.judging.offline_support import SIGNALS, SupportAssessment, assess_support
 
 ORCHARD = (
     "The Millbrook orchard was planted by Teodora Vance in 1932. She grew twelve varieties of pear there. "

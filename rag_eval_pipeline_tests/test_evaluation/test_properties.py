@@ -13,8 +13,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_eval_pipeline.evaluation.judgement import Correctness, Failure, GeneratedQuestions, Judgement, Verdict
-from rag_eval_pipeline.evaluation.metrics import (
+from rag_eval_pipeline.core.judging.judgement import Correctness, Failure, GeneratedQuestions, Judgement, Verdict
+from rag_eval_pipeline.core.judging.metrics import (
     ALL_METRICS,
     CORRECTNESS_WEIGHTS,
     EvalItem,
@@ -28,7 +28,7 @@ from rag_eval_pipeline.evaluation.metrics import (
     hit_rate,
     mrr,
 )
-from rag_eval_pipeline.evaluation.results import OK, UNMEASURED
+from rag_eval_pipeline.core.judging.results import OK, UNMEASURED
 from rag_eval_pipeline.reporting.compare import PASS, compare
 
 # Modest and without a deadline: the whole suite must stay fast on a shared two-core machine.

@@ -8,8 +8,8 @@ import pytest
 from rag_eval_pipeline.evaluation.tabular import (
     MAX_FIELD_CHARS, duplicate_ids, read_rows, results_frame, rows_from_frame, to_items,
 )
-from rag_eval_pipeline.evaluation.results import measured
-from rag_eval_pipeline.jsonl import iter_json_lines, read_json_lines
+from rag_eval_pipeline.core.judging.results import measured
+from rag_eval_pipeline.core.jsonl import iter_json_lines, read_json_lines
 
 ROW = {"question": "How long do refunds take?", "contexts": ["Refunds take 14 days."], "answer": "14 days.",
        "ground_truth": "Refunds take 14 days."}

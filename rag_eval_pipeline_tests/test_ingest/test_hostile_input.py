@@ -21,7 +21,7 @@ from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import read_documents
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.pipeline import from_folder
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_eval_pipeline.llm.local_server import LocalLlamaServer
+from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 from rag_eval_pipeline_tests.tenant_fixtures import *  # noqa: F401,F403
 
 

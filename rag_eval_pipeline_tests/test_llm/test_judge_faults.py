@@ -14,10 +14,10 @@ from collections import Counter
 
 import pytest
 
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
-from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
-from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
+from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 
 from rag_eval_pipeline_tests.fake_openai_server import DROP, HANG, REFUSE, FakeOpenAIServer, Reply
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rag_eval_pipeline.evaluation import llm_judge
-from rag_eval_pipeline.evaluation.judgement import ANSWER_STATEMENTS
-from rag_eval_pipeline.evaluation.llm_client import JudgeUnavailable, LLMSettings, StructuredLLM
-from rag_eval_pipeline.evaluation.llm_judge import LLMJudge, prompt_version
-from rag_eval_pipeline.evaluation.metrics import EvalItem
+from rag_eval_pipeline.core.judging import llm_judge
+from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
+from rag_eval_pipeline.core.llm.client import JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.judging.llm_judge import LLMJudge, prompt_version
+from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.resources import EmbedderResource
 from rag_eval_pipeline.resources.judge import judge_from_env
 from rag_eval_pipeline.synthesis import llm_generation
@@ -98,7 +98,7 @@ def test_the_judge_name_carries_a_prompt_version_that_every_prompt_edit_changes(
 
 def test_the_prompt_version_is_the_same_in_another_process():
     # A salted hash() would differ between processes and split one judge's scores into many.
-    code = "from rag_eval_pipeline.evaluation.llm_judge import prompt_version; print(prompt_version(3))"
+    code = "from rag_eval_pipeline.core.judging.llm_judge import prompt_version; print(prompt_version(3))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert other.stdout.strip() == prompt_version(3)
 

@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
     QUESTION_TYPES,

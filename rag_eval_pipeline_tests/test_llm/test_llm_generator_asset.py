@@ -5,7 +5,7 @@ from dagster import AssetKey, materialize
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.resources import JudgeResource
 from rag_eval_pipeline.synthesis.items import QUESTION_TYPES, REFUSAL
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 SYNTHESIS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
 

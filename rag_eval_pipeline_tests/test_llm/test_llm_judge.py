@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.judgement import total_usage
-from rag_eval_pipeline.evaluation.llm_client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
-from rag_eval_pipeline.evaluation.llm_judge import LLMJudge
-from rag_eval_pipeline.evaluation.metrics import EvalItem, score_items
-from rag_eval_pipeline.llm.local_server import LocalLlamaServer
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.judging.judgement import total_usage
+from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
+from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
@@ -138,7 +138,7 @@ def test_a_killed_server_fails_with_its_url(embedder):
 
 
 def _call(server: FakeOpenAIServer, schema, **settings):
-    from rag_eval_pipeline.evaluation.llm_judge import StatementVerdicts
+    from rag_eval_pipeline.core.judging.llm_judge import StatementVerdicts
 
     llm = StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", **settings))
 

@@ -10,7 +10,7 @@ import openai
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_eval_pipeline.llm.local_server import LocalLlamaServer, LocalServerError, smollm2_model_path
+from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer, LocalServerError, smollm2_model_path
 
 MESSAGES = [
     {"role": "system", "content": "You are a strict grader. Answer only with JSON."},

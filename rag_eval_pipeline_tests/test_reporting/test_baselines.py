@@ -17,7 +17,7 @@ from rag_eval_pipeline.reporting.baselines import (
     promotion_reason,
 )
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 
 def _scores(commit: str, score: float) -> pd.DataFrame:

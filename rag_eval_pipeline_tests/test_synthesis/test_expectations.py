@@ -18,7 +18,7 @@ from rag_eval_pipeline.synthesis.expectations import (
 )
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 CHUNK_IDS = {"c1", "c2", "c3"}
 ALL_TYPES = {"simple", "reasoning", "multi_context", "unanswerable"}

@@ -23,7 +23,7 @@ from rag_eval_pipeline.synthesis.items import (
 from rag_eval_pipeline.synthesis.offline_generation import _UNANSWERABLE_FRAMES, OfflineGenerator
 from rag_eval_pipeline.synthesis.planning import TypePlan
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.text import content_words, split_sentences
+from rag_eval_pipeline.core.text import content_words, split_sentences
 
 
 def _chunk(chunk_id: str, title: str, heading: str, text: str) -> SourceChunk:

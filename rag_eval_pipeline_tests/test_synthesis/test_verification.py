@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.evaluation.judgement import Failure, Judgement
+from rag_eval_pipeline.core.judging.judgement import Failure, Judgement
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
     MULTI_CONTEXT,

@@ -30,7 +30,7 @@ from rag_eval_pipeline.synthesis.versions import (
     read_manifest,
     require_published,
 )
-from rag_eval_pipeline.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline_tests.synthesis_items import item_from
 
 CHUNKS = {

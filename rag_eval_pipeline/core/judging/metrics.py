@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judgement import Failure, Judgement, Verdict, needed_judgements
-from rag_eval_pipeline.evaluation.results import MetricResult, measured, unmeasured
-from rag_eval_pipeline.text import is_noncommittal
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judgement import Failure, Judgement, Verdict, needed_judgements
+from rag_eval_pipeline.core.judging.results import MetricResult, measured, unmeasured
+from rag_eval_pipeline.core.text import is_noncommittal
 
 RETRIEVAL_METRICS = ("hit_rate", "mrr")
 JUDGED_METRICS = (

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rag_eval_pipeline.evaluation.judgement import (
+from rag_eval_pipeline.core.judging.judgement import (
     ANSWER_STATEMENTS,
     CHUNK_RELEVANCE,
     CONTEXT_RELEVANCE,
@@ -34,10 +34,10 @@ from rag_eval_pipeline.evaluation.judgement import (
     Verdict,
     add_usage,
 )
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache
-from rag_eval_pipeline.evaluation.llm_client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
-from rag_eval_pipeline.evaluation.metrics import EvalItem
-from rag_eval_pipeline.text import split_sentences
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
+from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.text import split_sentences
 
 # Which metrics each kind of call serves, for reporting token usage per metric.
 CALL_SERVES = {

@@ -24,7 +24,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rag_eval_pipeline.text import STOPWORDS, content_words
+from rag_eval_pipeline.core.text import STOPWORDS, content_words
 
 SIGNALS = ("numbers", "entities", "novel_words", "coverage", "negation", "relation", "polar")
 

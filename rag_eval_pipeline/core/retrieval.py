@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.text import split_sentences
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.text import split_sentences
 
 
 class ReferenceCandidate:

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from rag_eval_pipeline.text import sha256
+from rag_eval_pipeline.core.text import sha256
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from rag_eval_pipeline.embeddings import Embedder
-from rag_eval_pipeline.evaluation.judgement import (
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.judgement import (
     ANSWER_STATEMENTS,
     CHUNK_RELEVANCE,
     CONTEXT_RELEVANCE,
@@ -25,9 +25,9 @@ from rag_eval_pipeline.evaluation.judgement import (
     Judgement,
     Verdict,
 )
-from rag_eval_pipeline.evaluation.metrics import EvalItem
-from rag_eval_pipeline.evaluation.offline_support import assess_support
-from rag_eval_pipeline.text import content_words, is_noncommittal, split_sentences
+from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.judging.offline_support import assess_support
+from rag_eval_pipeline.core.text import content_words, is_noncommittal, split_sentences
 
 @dataclass(frozen=True)
 class Support:

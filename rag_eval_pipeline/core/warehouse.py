@@ -9,41 +9,17 @@ read or overwrite each other's rows.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pandas as pd
 
-from rag_eval_pipeline.partitions import validate_name
+from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
 AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
-MAX_COMMIT_CHARS = 100
-COMMIT_TAG = "rag_eval/commit"  # run tag naming the audited commit, set by the CLI and the sensors
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-MAX_COMMIT_FOLDER_CHARS = 200  # percent-encoded, as a folder name; file systems allow 255 bytes
-
-
-def validate_commit(commit: str) -> str:
-    """A candidate's commit: 1 to 100 printable characters without spaces (a sha, a tag, a branch@sha)."""
-    if not isinstance(commit, str) or not 1 <= len(commit) <= MAX_COMMIT_CHARS or not commit.isprintable() \
-            or any(c.isspace() for c in commit):
-        shown = commit if not isinstance(commit, str) or len(commit) <= 40 else f"{commit[:40]}... ({len(commit)} characters)"
-        raise ValueError(f"invalid commit {shown!r}: use 1 to {MAX_COMMIT_CHARS} printable characters without spaces")
-    if len(quote(commit, safe="")) > MAX_COMMIT_FOLDER_CHARS:
-        raise ValueError(f"invalid commit {commit[:40]!r}...: too long once encoded as a folder name; use a shorter one")
-    return commit
-
-
-def validate_run_id(run_id: str) -> str:
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
-        raise ValueError(f"invalid run id {run_id!r}")
-    return run_id
-
-
 def commit_of_folder(folder: Path) -> str:
     return unquote(folder.name.removeprefix(COMMIT_PREFIX))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import openai
 from pydantic import BaseModel, ValidationError
 
-from rag_eval_pipeline.evaluation.judge_cache import JudgeCache, request_key
+from rag_eval_pipeline.core.llm.cache import JudgeCache, request_key
 
 RESPONSE_FORMATS = ("json_schema", "json_object_schema")
 

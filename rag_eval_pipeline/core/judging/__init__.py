@@ -1,0 +1,1 @@
+"""Judges (offline and LLM) and the metric formulas that turn their verdicts into scores."""

@@ -1,1 +1,0 @@
-"""Local LLM serving: a llama.cpp OpenAI-compatible server started by the project itself."""
