@@ -1,29 +1,30 @@
-"""The Dagster code location: every domain's assets, the jobs, and resources on embedded defaults."""
+"""The Dagster code location: every domain's definitions merged, with the jobs, sensors, schedules and
+resources on embedded defaults."""
 
 from pathlib import Path
 
-from dagster import Definitions, in_process_executor, load_assets_from_modules
+from dagster import Definitions, in_process_executor
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synthesis_job
 from rag_eval_pipeline.automation.schedules import SCHEDULES
 from rag_eval_pipeline.automation.sensors import SENSORS
-from rag_eval_pipeline.evaluation import assets as evaluation_assets
-from rag_eval_pipeline.ingest import assets as ingest_assets
-from rag_eval_pipeline.reporting import assets as reporting_assets
+from rag_eval_pipeline.evaluation import definitions as evaluation
+from rag_eval_pipeline.ingest import definitions as ingest
+from rag_eval_pipeline.reporting import definitions as reporting
 from rag_eval_pipeline.resources import (
     DocumentsResource,
     EmbedderResource,
     WarehouseIOManager,
     WarehouseResource,
 )
-from rag_eval_pipeline.resources.judge import judge_from_env
-from rag_eval_pipeline.synthesis import assets as synthesis_assets
-from rag_eval_pipeline.reporting.checks import REPORTING_CHECKS
-from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
+from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.synthesis import definitions as synthesis
 
-
-ALL_ASSETS = load_assets_from_modules([ingest_assets, synthesis_assets, evaluation_assets, reporting_assets])
+# In lineage order: documents, golden set, audit, report. The modules, not their `defs`: the code
+# location must hold a single Definitions object at module scope.
+DOMAINS = [ingest.defs, synthesis.defs, evaluation.defs, reporting.defs]
+ALL_ASSETS = [asset for domain in DOMAINS for asset in domain.assets]
 
 
 def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
@@ -34,21 +35,25 @@ def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
         "warehouse": WarehouseResource(root=str(warehouse_root)),
         "documents": DocumentsResource(root=str(documents_root)),
         "embedder": embedder,
-        "judge": judge_from_env(embedder, str(Path(warehouse_root) / "judge_cache.sqlite")),
+        "judge": JudgeResource.from_settings(
+            settings.load().judge, embedder, str(Path(warehouse_root) / settings.JUDGE_CACHE_FILE)
+        ),
     }
 
 
 def build_definitions() -> Definitions:
     """Definitions with resources at the locations the environment names now (see settings)."""
-    return Definitions(
-        assets=ALL_ASSETS,
-        asset_checks=[*SYNTHESIS_CHECKS, *REPORTING_CHECKS],
-        jobs=[full_pipeline_job, synthesis_job, audit_job],
-        sensors=SENSORS,
-        schedules=SCHEDULES,
-        resources=local_resources(settings.documents_root(), settings.warehouse_root()),
-        # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
-        executor=in_process_executor,
+    current = settings.load()
+    return Definitions.merge(
+        *DOMAINS,
+        Definitions(
+            jobs=[full_pipeline_job, synthesis_job, audit_job],
+            sensors=SENSORS,
+            schedules=SCHEDULES,
+            resources=local_resources(current.documents_root, current.warehouse_root),
+            # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
+            executor=in_process_executor,
+        ),
     )
 
 

@@ -24,12 +24,13 @@ class InstanceConfigError(RuntimeError):
     """The Dagster instance config cannot be used, with what to fix."""
 
 
-def local_instance() -> DagsterInstance:
-    """`$DAGSTER_HOME` if set (any dagster.yaml there is kept), else `.dagster_home/` with the repo's config."""
-    home = settings.dagster_home()
+def local_instance(home: Path | None = None) -> DagsterInstance:
+    """home (default: the settings' Dagster home, `$DAGSTER_HOME` or `./.dagster_home`); a dagster.yaml
+    there is kept, else the repo's config is copied in."""
+    home = home or settings.load().dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    repo_config = settings.PROJECT_ROOT / "dagster.yaml"
+    repo_config = settings.INSTANCE_CONFIG_TEMPLATE
     if not config.exists() and repo_config.exists():
         shutil.copyfile(repo_config, config)
     os.environ["DAGSTER_HOME"] = str(home)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-from dagster import MetadataValue, asset
+from dagster import AssetOut, MetadataValue, asset, multi_asset
 
 from rag_eval_pipeline.partitions import tenant_version_partitions
 
@@ -28,11 +28,33 @@ def _short(value) -> str:
     return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
 
 
+KINDS = {"pandas", "parquet"}
+
+
 def lineage_asset(group_name: str, description: str):
     """An asset of the evaluation lineage: partitioned by (tenant, dataset_version), stored as Parquet."""
     return asset(
         partitions_def=tenant_version_partitions,
         group_name=group_name,
-        kinds={"pandas", "parquet"},
+        kinds=KINDS,
         description=description,
+    )
+
+
+def lineage_table(description: str) -> AssetOut:
+    """One table of a step that writes several: stored like every lineage asset."""
+    return AssetOut(kinds=KINDS, description=description)
+
+
+def lineage_multi_asset(name: str, group_name: str, outs: dict[str, AssetOut], **kwargs):
+    """A step that writes several lineage tables, each an asset of its own (written once, by this step).
+
+    The step (op) keeps the name of its main table, so run config stays `ops: {<name>: ...}`.
+    """
+    return multi_asset(
+        name=name,
+        outs=outs,
+        partitions_def=tenant_version_partitions,
+        group_name=group_name,
+        **kwargs,
     )

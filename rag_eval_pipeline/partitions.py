@@ -7,13 +7,16 @@ partition. Every name goes through `validate_name` before it is registered or us
 from __future__ import annotations
 
 import warnings
+from typing import Callable
 
 from dagster import (
+    AssetChecksDefinition,
     DagsterInstance,
     DynamicPartitionsDefinition,
     MultiPartitionKey,
     MultiPartitionsDefinition,
     PreviewWarning,
+    asset_check,
 )
 
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
@@ -28,9 +31,24 @@ tenant_version_partitions = MultiPartitionsDefinition(
     {TENANT_DIM: tenant_partitions, VERSION_DIM: dataset_version_partitions}
 )
 
-# The asset checks (golden set, regression gate) take these partitions, a "preview" feature of Dagster
-# 1.13 (dagster is pinned): without it a check records one result for all (tenant, version) pairs.
-warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
+PARTITIONED_CHECK_WARNING = "Specifying a partitions_def on an AssetCheckSpec"
+
+
+def partitioned_asset_check(**kwargs) -> Callable[[Callable], AssetChecksDefinition]:
+    """`@asset_check` on the (tenant, dataset_version) partitions: one result per pair, key in context.
+
+    Partitioned checks are a "preview" feature of Dagster 1.13 (dagster is pinned); without them a
+    check records one result for all pairs. Its warning is silenced while the check is defined, and
+    nowhere else: importing this module changes no warning filter.
+    """
+
+    def decorate(fn: Callable) -> AssetChecksDefinition:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PARTITIONED_CHECK_WARNING, category=PreviewWarning)
+            return asset_check(partitions_def=tenant_version_partitions, **kwargs)(fn)
+
+    return decorate
+
 
 def partition_key(tenant: str, dataset_version: str) -> MultiPartitionKey:
     """Always build keys as objects: the string form orders dimensions by name, not by meaning."""

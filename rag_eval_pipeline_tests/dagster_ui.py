@@ -28,8 +28,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 HOST = "127.0.0.1"
 
-# The lineage as the README draws it: what the asset graph must show.
-LINEAGE = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set",
+# The lineage as the README draws it: every table is an asset, and the asset graph must show them all.
+LINEAGE = ["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters",
+           "synthetic_qa", "generation_failures", "generation_plan", "golden_set", "rejected_qa", "synthesis_plan",
            "candidate_outputs", "metric_scores", "regression_report"]
 REPORT_ASSET = "regression_report"
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
@@ -48,6 +49,15 @@ CHROMIUM_FLAGS = [
     "--window-size=1600,1000",   # the whole lineage fits on screen
 ]
 POLL_S = 0.05                    # WebDriverWait's default (0.5 s) would blur the timings
+
+
+def declared_lineage() -> tuple[set[str], int]:
+    """The assets and the number of dependencies between them that the code location declares."""
+    from rag_eval_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = graph.get_all_asset_keys()
+    return {key.to_user_string() for key in keys}, sum(len(graph.get(key).parent_keys) for key in keys)
 
 
 def require_chromium() -> None:

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rag_eval_pipeline.evaluation.candidates import CandidateError, allowed_entry_modules, check_entry_allowed
+from pydantic import BaseModel, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
+
+from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
 from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside
+from rag_eval_pipeline.core.files import atomic_write_text
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
 FINGERPRINT_FILE = "documents_fingerprint.json"
-REFERENCE = "reference"
 
 # A listing is {relative path: [size, mtime_ns]}: lists, not tuples, so it round-trips through JSON.
 Listing = dict[str, list[int]]
@@ -170,10 +172,7 @@ def record_fingerprint(warehouse_root: Path, tenant: str, version: str, document
     path = fingerprint_record_path(warehouse_root, tenant)
     record = read_fingerprints(warehouse_root, tenant)
     record[validate_name("dataset version", version)] = document_fingerprint
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")  # write then rename: never a half-written record
-    partial.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    partial.replace(path)
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")  # never a half-written record
 
 
 def latest_recorded(recorded: dict[str, str]) -> str | None:
@@ -181,13 +180,9 @@ def latest_recorded(recorded: dict[str, str]) -> str | None:
     return max(recorded) if recorded else None
 
 
-# --- golden versions ------------------------------------------------------------------------------
-
-
 # --- candidate manifests --------------------------------------------------------------------------
 
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
-_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class ManifestError(ValueError):
@@ -198,7 +193,7 @@ class ManifestError(ValueError):
 class Candidate:
     tenant: str
     commit: str
-    candidate: str  # what CandidateSettings.candidate takes: 'reference', 'module:function' or a .jsonl path
+    candidate: CandidateSpec
     source: str  # the manifest file or the git branch it came from
     branch: str = ""  # a pass on the main branch makes the candidate the tenant's baseline
 
@@ -207,30 +202,43 @@ class Candidate:
         return f"{self.tenant}:{self.commit}"
 
 
-def validate_commit(commit) -> str:
-    if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
-        raise ManifestError(f"invalid commit {commit!r}: expected 7 to 64 lowercase hexadecimal digits")
-    return commit
+class CandidateManifest(BaseModel):
+    """A manifest's fields; other keys are ignored. Validated with the known tenants as context."""
 
+    tenant: StrictStr
+    commit: StrictStr
+    entry: StrictStr | None = None  # 'reference' or 'package.module:function'
+    outputs: StrictStr | None = None  # a .jsonl file beside the manifest
+    branch: StrictStr = ""
 
-def validate_entry(entry) -> str:
-    if entry != REFERENCE and not (isinstance(entry, str) and _ENTRY.fullmatch(entry)):
-        raise ManifestError(f"invalid entry {entry!r}: expected 'reference' or 'package.module:function'")
-    return entry
+    @field_validator("tenant")
+    @classmethod
+    def _known_tenant(cls, tenant: str, info: ValidationInfo) -> str:
+        known = info.context["known_tenants"]
+        if validate_name("tenant", tenant) not in known:
+            raise ValueError(f"unknown tenant {tenant!r} (known: {', '.join(sorted(known)) or 'none'})")
+        return tenant
 
+    @field_validator("commit")
+    @classmethod
+    def _sha(cls, commit: str) -> str:
+        if not _COMMIT.fullmatch(commit):
+            raise ValueError(f"invalid commit {commit!r}: expected 7 to 64 lowercase hexadecimal digits")
+        return commit
 
-def validate_manifest_entry(entry) -> str:
-    """A manifest's entry: 'reference', or code in a package RAG_EVAL_CANDIDATE_MODULES allows.
+    @model_validator(mode="after")
+    def _one_source(self) -> CandidateManifest:
+        given = [name for name in ("entry", "outputs") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of 'entry' or 'outputs' (got {', '.join(given) or 'neither'})")
+        return self
 
-    Anyone who can drop a file in the manifests folder can name an entry, and the audit run imports it.
-    """
-    entry = validate_entry(entry)
-    if entry == REFERENCE:
-        return entry
-    try:
-        return check_entry_allowed(entry, allowed_entry_modules())
-    except CandidateError as error:
-        raise ManifestError(str(error)) from None
+    def spec(self, folder: Path) -> CandidateSpec:
+        """The candidate it names. Anyone who can drop a file in the folder can name an entry, and the
+        audit run imports it: code only in the packages RAG_EVAL_CANDIDATE_MODULES allows."""
+        if self.entry is not None:
+            return CandidateSpec.entry(self.entry).require_allowed()
+        return CandidateSpec.outputs_beside(folder, self.outputs)
 
 
 def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
@@ -243,37 +251,27 @@ def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
     if not isinstance(fields, dict):
         raise ManifestError(f"{path.name}: expected a JSON object, got {type(fields).__name__}")
     try:
-        return _candidate_from(fields, path, known_tenants)
-    except (ManifestError, PartitionNameError) as error:
+        manifest = CandidateManifest.model_validate(fields, context={"known_tenants": known_tenants})
+        spec = manifest.spec(path.parent)
+    except ValidationError as error:
+        raise ManifestError(f"{path.name}: {_problems(error)}") from None
+    except CandidateError as error:
         raise ManifestError(f"{path.name}: {error}") from None
+    return Candidate(manifest.tenant, manifest.commit, spec, path.name, manifest.branch)
 
 
-def _candidate_from(fields: dict, path: Path, known_tenants: set[str]) -> Candidate:
-    missing = [name for name in ("tenant", "commit") if name not in fields]
-    if missing:
-        raise ManifestError(f"missing field(s) {', '.join(missing)}")
-    tenant = validate_name("tenant", fields["tenant"])
-    if tenant not in known_tenants:
-        raise ManifestError(f"unknown tenant {tenant!r} (known: {', '.join(sorted(known_tenants)) or 'none'})")
-    commit = validate_commit(fields["commit"])
-    branch = fields.get("branch", "")
-    if not isinstance(branch, str):
-        raise ManifestError(f"invalid branch {branch!r}: expected a string")
-    given = [name for name in ("entry", "outputs") if name in fields]
-    if len(given) != 1:
-        raise ManifestError(f"give exactly one of 'entry' or 'outputs' (got {', '.join(given) or 'neither'})")
-    if given == ["entry"]:
-        return Candidate(tenant, commit, validate_manifest_entry(fields["entry"]), path.name, branch)
-    outputs = fields["outputs"]
-    if not isinstance(outputs, str) or not outputs.endswith(".jsonl"):
-        raise ManifestError(f"invalid outputs {outputs!r}: expected a path to a .jsonl file")
-    folder = path.parent.resolve()
-    resolved = (folder / outputs).resolve()  # relative paths are relative to the manifest
-    if not resolved.is_relative_to(folder):  # a manifest must not read files elsewhere on the host
-        raise ManifestError(f"outputs {outputs!r} is outside the manifests folder {folder}: put the file beside the manifest")
-    if not resolved.is_file():
-        raise ManifestError(f"outputs file {resolved} does not exist")
-    return Candidate(tenant, commit, str(resolved), path.name, branch)
+def _problems(error: ValidationError) -> str:
+    """Every problem on one line, in the manifest's terms: our validators' own messages as they are."""
+    missing = [str(problem["loc"][0]) for problem in error.errors() if problem["type"] == "missing"]
+    said = [f"missing field(s) {', '.join(missing)}"] if missing else []
+    for problem in error.errors():
+        if problem["type"] == "missing":
+            continue
+        if "error" in problem.get("ctx", {}):
+            said.append(str(problem["ctx"]["error"]))
+        else:
+            said.append(f"invalid {problem['loc'][0]} {problem['input']!r}: {problem['msg'][0].lower()}{problem['msg'][1:]}")
+    return "; ".join(said)
 
 
 def manifest_files(folder: Path) -> dict[str, str]:

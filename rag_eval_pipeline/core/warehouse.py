@@ -8,18 +8,19 @@ read or overwrite each other's rows.
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pandas as pd
 
+from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
 AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
+
+
 def commit_of_folder(folder: Path) -> str:
     return unquote(folder.name.removeprefix(COMMIT_PREFIX))
 
@@ -66,7 +67,7 @@ class Warehouse:
         return self.partition_dir(tenant, dataset_version) / f"{name}.parquet"
 
     def write(self, tenant: str, dataset_version: str, name: str, frame: pd.DataFrame) -> Path:
-        return write_parquet(self.table_path(tenant, dataset_version, name), frame)
+        return atomic_write_parquet(self.table_path(tenant, dataset_version, name), frame)
 
     def read(self, tenant: str, dataset_version: str, name: str) -> pd.DataFrame:
         path = self.table_path(tenant, dataset_version, name)
@@ -81,26 +82,4 @@ class Warehouse:
         return self.table_path(tenant, dataset_version, name).is_file()
 
     def write_text(self, tenant: str, dataset_version: str, filename: str, text: str) -> Path:
-        return write_text_atomically(self.partition_dir(tenant, dataset_version) / filename, text)
-
-
-def write_parquet(path: Path, frame: pd.DataFrame) -> Path:
-    """Write then rename, so a crash never leaves a half-written table behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_path(path)
-    frame.to_parquet(partial, index=False)
-    partial.replace(path)
-    return path
-
-
-def write_text_atomically(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_path(path)
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-    return path
-
-
-def _partial_path(path: Path) -> Path:
-    """A hidden name of this writer's own, so two concurrent writers never share a partial file."""
-    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+        return atomic_write_text(self.partition_dir(tenant, dataset_version) / filename, text)

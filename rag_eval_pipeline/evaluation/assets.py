@@ -7,7 +7,9 @@ from dagster import AssetExecutionContext, Config, Output
 from pydantic import Field
 
 from rag_eval_pipeline.evaluation.candidates import (
+    REFERENCE,
     Candidate,
+    CandidateSpec,
     load_entry_point,
     read_outputs_file,
     run_candidate,
@@ -24,13 +26,12 @@ from rag_eval_pipeline.synthesis.versions import require_published
 from rag_eval_pipeline.core.warehouse import audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 
-REFERENCE = "reference"
-
 
 class CandidateSettings(Config):
     candidate: str = Field(
         default=REFERENCE,
-        description="'reference' (the shipped retriever), 'package.module:function', or a path to a JSONL outputs file.",
+        description="'reference' (the shipped retriever), 'package.module:function', or a path to a JSONL outputs "
+        "file: the text form of a CandidateSpec.",
     )
     commit: str = Field(default="working-tree", description="The candidate's commit, recorded on every row.")
     top_k: int = Field(default=5, description="Chunks retrieved by the reference candidate.")
@@ -50,14 +51,14 @@ def candidate_outputs(
     golden_set: pd.DataFrame,
     document_chunks: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
-    commit = validate_commit(config.commit)
+    commit, spec = validate_commit(config.commit), CandidateSpec.parse(config.candidate)
     tenant, version = split_key(context.partition_key)
     require_published(warehouse.store(), tenant, version, golden_set)  # never audit a half-made golden set
     items = golden_set[["qa_id", "question"]].to_dict("records")
-    if config.candidate.endswith(".jsonl"):
-        outputs = read_outputs_file(config.candidate, items)
+    if spec.kind == "outputs_file":
+        outputs = read_outputs_file(spec.value, items)
     else:
-        outputs = run_candidate(_candidate(config, embedder, document_chunks), items, config.timeout_s)
+        outputs = run_candidate(_candidate(spec, config.top_k, embedder, document_chunks), items, config.timeout_s)
     frame = pd.DataFrame([asdict(o) for o in outputs])
     frame["candidate"], frame["commit"] = config.candidate, commit
     failed = frame[frame["status"] != "ok"]
@@ -76,10 +77,10 @@ def candidate_outputs(
     )
 
 
-def _candidate(config: CandidateSettings, embedder: EmbedderResource, chunks: pd.DataFrame) -> Candidate:
-    if config.candidate == REFERENCE:
-        return ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder.get(), config.top_k)
-    return load_entry_point(config.candidate)
+def _candidate(spec: CandidateSpec, top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> Candidate:
+    if spec.kind == REFERENCE:
+        return ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder.get(), top_k)
+    return load_entry_point(spec)
 
 
 class ScoringSettings(Config):

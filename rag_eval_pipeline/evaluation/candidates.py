@@ -1,20 +1,22 @@
 """Running a candidate RAG pipeline over the golden set.
 
 A candidate is a callable `question -> {"answer": str, "contexts": [{"id", "text"}, ...]}` (contexts
-in rank order), named `module:function`, or a JSONL file of precomputed outputs. A candidate that
-raises, times out or returns a malformed output fails that item only; the run goes on.
+in rank order), named `module:function`, or a JSONL file of precomputed outputs. A `CandidateSpec`
+says which; it is the one reader of the text form the asset, the CLI and the manifests take. A
+candidate that raises, times out or returns a malformed output fails that item only; the run goes on.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal, get_args
+
+from pydantic import BaseModel, StrictStr, ValidationError
 
 from rag_eval_pipeline.core.jsonl import read_json_lines
 
@@ -23,9 +25,80 @@ Candidate = Callable[[str], dict]
 OK = "ok"
 FAILED = "failed"
 
+REFERENCE = "reference"
+CandidateKind = Literal["reference", "entry_point", "outputs_file"]
+OUTPUTS_SUFFIX = ".jsonl"
+# 'package.module:function', the function possibly a dotted attribute path ('os:path.join').
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_ENTRY = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
+
 
 class CandidateError(ValueError):
     """The candidate itself cannot be used (bad entry point, unreadable outputs file)."""
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """Which candidate to audit: the shipped reference, code named 'package.module:function', or a
+    JSONL file of precomputed outputs. `str(spec)` is its text form and `CandidateSpec.parse` reads it back."""
+
+    kind: CandidateKind
+    value: str = ""  # the entry point or the outputs file's path; empty for the reference
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(CandidateKind):
+            raise CandidateError(f"unknown candidate kind {self.kind!r}: expected one of {', '.join(get_args(CandidateKind))}")
+        if self.kind == REFERENCE and self.value:
+            raise CandidateError(f"the reference candidate takes no value, got {self.value!r}")
+        if self.kind == "entry_point" and not (isinstance(self.value, str) and _ENTRY.fullmatch(self.value)):
+            raise CandidateError(f"invalid entry {self.value!r}: must look like 'package.module:function'")
+        if self.kind == "outputs_file" and not (isinstance(self.value, str) and self.value.endswith(OUTPUTS_SUFFIX)):
+            raise CandidateError(f"invalid outputs {self.value!r}: expected a path to a {OUTPUTS_SUFFIX} file")
+
+    @classmethod
+    def parse(cls, text: str) -> CandidateSpec:
+        """'reference', a path ending in .jsonl, or 'package.module:function'; CandidateError otherwise."""
+        if text == REFERENCE:
+            return cls(REFERENCE)
+        if isinstance(text, str) and text.endswith(OUTPUTS_SUFFIX):
+            return cls("outputs_file", text)
+        if isinstance(text, str) and _ENTRY.fullmatch(text):
+            return cls("entry_point", text)
+        raise CandidateError(f"invalid candidate {text!r}: expected 'reference', 'package.module:function' "
+                             f"or a path to a {OUTPUTS_SUFFIX} outputs file")
+
+    @classmethod
+    def entry(cls, text: str) -> CandidateSpec:
+        """What may run code: 'reference' or 'package.module:function', never an outputs file."""
+        return cls(REFERENCE) if text == REFERENCE else cls("entry_point", text)
+
+    @classmethod
+    def outputs_beside(cls, folder: Path, name: str) -> CandidateSpec:
+        """An outputs file named relative to folder, which it must stay inside (links resolved) and exist in.
+
+        A manifest dropped in a folder must not make the audit read files elsewhere on the host.
+        """
+        if not isinstance(name, str) or not name.endswith(OUTPUTS_SUFFIX):
+            raise CandidateError(f"invalid outputs {name!r}: expected a path to a {OUTPUTS_SUFFIX} file")
+        folder = Path(folder).resolve()
+        resolved = (folder / name).resolve()
+        if not resolved.is_relative_to(folder):
+            raise CandidateError(f"outputs {name!r} is outside the manifests folder {folder}: put the file beside the manifest")
+        if not resolved.is_file():
+            raise CandidateError(f"outputs file {resolved} does not exist")
+        return cls("outputs_file", str(resolved))
+
+    def __str__(self) -> str:
+        return REFERENCE if self.kind == REFERENCE else self.value
+
+    def require_allowed(self) -> CandidateSpec:
+        """self, unless it names code outside the packages RAG_EVAL_CANDIDATE_MODULES allows."""
+        if self.kind == "entry_point":
+            check_entry_allowed(self.value, allowed_entry_modules())
+        return self
+
+
+REFERENCE_SPEC = CandidateSpec(REFERENCE)
 
 
 @dataclass(frozen=True)
@@ -39,8 +112,8 @@ class CandidateOutput:
     latency_s: float
 
 
-ALLOWED_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
-_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+ALLOWED_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"  # read by settings
+_MODULE = re.compile(rf"^{_DOTTED}$")
 
 
 def allowed_entry_modules() -> tuple[str, ...]:
@@ -49,7 +122,9 @@ def allowed_entry_modules() -> tuple[str, ...]:
     Unset or empty: none. A manifest is a file dropped in a folder, so by default it may only ask
     for the reference candidate or precomputed outputs, never to import and run code.
     """
-    prefixes = tuple(p.strip() for p in os.environ.get(ALLOWED_MODULES_VARIABLE, "").split(",") if p.strip())
+    from rag_eval_pipeline import settings  # light (pydantic); read at each check so a changed env applies
+
+    prefixes = settings.load().candidate_modules
     for prefix in prefixes:
         if not _MODULE.fullmatch(prefix):
             raise CandidateError(f"{ALLOWED_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'")
@@ -67,10 +142,12 @@ def check_entry_allowed(spec: str, prefixes: tuple[str, ...]) -> str:
     return spec
 
 
-def load_entry_point(spec: str) -> Candidate:
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise CandidateError(f"candidate entry point {spec!r} must look like 'package.module:function'")
+def load_entry_point(entry: CandidateSpec | str) -> Candidate:
+    """The callable an entry point names; CandidateError when it cannot be imported or called."""
+    spec = entry if isinstance(entry, CandidateSpec) else CandidateSpec("entry_point", entry)
+    if spec.kind != "entry_point":
+        raise CandidateError(f"candidate {spec} is not an entry point")
+    module_name, _, attribute = spec.value.partition(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
@@ -81,25 +158,40 @@ def load_entry_point(spec: str) -> Candidate:
         if target is None:
             raise CandidateError(f"module {module_name!r} has no attribute {attribute!r}")
     if not callable(target):
-        raise CandidateError(f"candidate {spec!r} is not callable")
+        raise CandidateError(f"candidate {spec.value!r} is not callable")
     return target
+
+
+class _Context(BaseModel):
+    id: Any = ""
+    text: StrictStr
+
+
+class _Output(BaseModel):
+    """A candidate's answer and its contexts in rank order; other keys are ignored."""
+
+    answer: StrictStr
+    contexts: list[_Context] = []
 
 
 def validate_output(raw: Any) -> tuple[str, list[dict]]:
     """(answer, contexts) from a candidate's return value, or ValueError saying what is wrong."""
     if not isinstance(raw, dict):
         raise ValueError(f"candidate returned {type(raw).__name__}, expected a dict with 'answer' and 'contexts'")
-    answer, contexts = raw.get("answer"), raw.get("contexts", [])
-    if not isinstance(answer, str):
-        raise ValueError("'answer' must be a string")
-    if not isinstance(contexts, list):
-        raise ValueError("'contexts' must be a list of {'id', 'text'} objects")
-    cleaned = []
-    for rank, context in enumerate(contexts):
-        if not isinstance(context, dict) or not isinstance(context.get("text"), str):
-            raise ValueError(f"context at rank {rank} must be an object with a string 'text'")
-        cleaned.append({"id": str(context.get("id", "")), "text": context["text"]})
-    return answer, cleaned
+    try:
+        output = _Output.model_validate(raw)
+    except ValidationError as error:
+        raise ValueError(_output_problem(error.errors()[0]["loc"])) from None
+    return output.answer, [{"id": str(c.id), "text": c.text} for c in output.contexts]
+
+
+def _output_problem(where: tuple) -> str:
+    """The first thing wrong, said in the candidate's terms rather than pydantic's."""
+    if where[0] == "answer":
+        return "'answer' must be a string"
+    if len(where) == 1:
+        return "'contexts' must be a list of {'id', 'text'} objects"
+    return f"context at rank {where[1]} must be an object with a string 'text'"
 
 
 def run_candidate(candidate: Candidate, items: list[dict], timeout_s: float = 30.0) -> list[CandidateOutput]:

@@ -1,12 +1,15 @@
-"""A candidate's outputs over a golden set -> one score row per (item, metric), stamped with how it was scored.
+"""Scoring items into rows: one row per (item, metric), the one path behind every score table.
 
-Shared by the metric_scores asset and by the report, which re-scores a baseline's archived outputs
-when the baseline was scored by another judge, k or metric set.
+metric_rows turns the metric results of scored items into rows. score_outputs uses it for the
+metric_scores asset and for the report, which re-scores a baseline's archived outputs when the
+baseline was scored by another judge, k or metric set; `rag-eval evaluate` uses it through
+tabular.results_frame, which lays the same rows out one input row wide.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -17,19 +20,30 @@ from rag_eval_pipeline.core.judging.results import MetricResult, unmeasured
 SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
 
 
+def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]:
+    """One row per metric result: the item's own fields (its id...), then metric, score, status,
+    reason and the evidence as JSON. An item with no result has no row."""
+    return [
+        {**fields, "metric": result.metric, "score": result.score, "status": result.status,
+         "reason": result.reason, "evidence": json.dumps(result.evidence, default=str)}
+        for fields, results in scored
+        for result in results
+    ]
+
+
 def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, metrics, k: int):
     """(score rows, judgements): answered items are judged in one batch; failed ones are unmeasured with why."""
     gold = golden.set_index("qa_id")
-    answered = outputs[outputs["status"] == "ok"]
-    items = [_eval_item(output, gold.loc[output["qa_id"]]) for output in answered.to_dict("records")]
+    records = outputs.to_dict("records")
+    answered = [i for i, output in enumerate(records) if output["status"] == "ok"]
+    items = [_eval_item(records[i], gold.loc[records[i]["qa_id"]]) for i in answered]
     results, judgements = score_items(items, judge, embedder, metrics, k)
-    scored = dict(zip(answered["qa_id"], results))
-    rows = []
-    for output in outputs.to_dict("records"):
-        item_results = scored.get(output["qa_id"]) or [
-            unmeasured(metric, f"candidate failed: {output['error']}") for metric in metrics
-        ]
-        rows += [_score_row(output, result, judge.name, k) for result in item_results]
+    scored = dict(zip(answered, results))
+    rows = metric_rows(
+        ({"qa_id": output["qa_id"], "judge": judge.name, "k": k, "commit": output["commit"]},
+         scored.get(i) or [unmeasured(metric, f"candidate failed: {output['error']}") for metric in metrics])
+        for i, output in enumerate(records)
+    )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS), judgements
 
 
@@ -42,11 +56,3 @@ def _eval_item(output: dict, gold: pd.Series) -> EvalItem:
         ground_truth=gold["ground_truth"],
         gold_chunk_ids=list(gold["gold_chunk_ids"]),
     )
-
-
-def _score_row(output: dict, result: MetricResult, judge_name: str, k: int) -> dict:
-    return {
-        "qa_id": output["qa_id"], "metric": result.metric, "score": result.score, "status": result.status,
-        "reason": result.reason, "evidence": json.dumps(result.evidence, default=str),
-        "judge": judge_name, "k": k, "commit": output["commit"],
-    }

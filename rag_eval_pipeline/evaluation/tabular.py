@@ -17,7 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
+from rag_eval_pipeline.core.files import write_atomically
 from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.judging.results import OK
+from rag_eval_pipeline.evaluation.scoring import metric_rows
 
 ALIASES = {
     "user_input": "question",
@@ -28,9 +32,6 @@ ALIASES = {
     "reference_context_ids": "gold_chunk_ids",
 }
 FORMATS = (".jsonl", ".csv", ".parquet")
-# Far above any real question, answer, ground truth or retrieved chunk; the offline judge's cost grows
-# with the product of the field sizes, so a pathological field would otherwise run for many minutes.
-MAX_FIELD_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -119,16 +120,17 @@ def check_output_path(path: Path) -> None:
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:
+    """Written then renamed: a run that fails while writing leaves no half-written table."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        frame.to_json(path, orient="records", lines=True, force_ascii=False)
-    elif suffix == ".csv":
-        frame.to_csv(path, index=False)
-    elif suffix == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
+    writers = {
+        ".jsonl": lambda partial: frame.to_json(partial, orient="records", lines=True, force_ascii=False),
+        ".csv": lambda partial: frame.to_csv(partial, index=False),
+        ".parquet": lambda partial: frame.to_parquet(partial, index=False),
+    }
+    if suffix not in writers:
         raise ValueError(f"output {path}: unsupported format {suffix!r}; use one of {', '.join(FORMATS)}")
+    write_atomically(path, writers[suffix])
 
 
 def to_items(rows: list[InputRow]) -> tuple[list[tuple[int, EvalItem]], list[BadRow]]:
@@ -209,20 +211,24 @@ def _list(value, what: str) -> list:
 def results_frame(rows: list[InputRow], items, results, bad_rows: list[BadRow], metrics) -> pd.DataFrame:
     """One row per input row, in input order: id, a column per metric, `<metric>_status` and `error`."""
     scored = {number: item_results for (number, _), item_results in zip(items, results)}
+    cells = {(cell["row"], cell["metric"]): cell
+             for cell in metric_rows(({"row": row.number}, scored.get(row.number, [])) for row in rows)}
     invalid = {bad.row_number: bad.reason for bad in bad_rows}
     columns = ["id", *(name for metric in metrics for name in (metric, f"{metric}_status")), "error"]
     out_rows = []
     for row in rows:
         out = {"id": row.row_id}
         for metric in metrics:
-            out[metric] = None
-            out[f"{metric}_status"] = "invalid"
-        for result in scored.get(row.number, []):
-            out[result.metric] = result.score
-            out[f"{result.metric}_status"] = result.status if result.status == "ok" else f"unmeasured: {result.reason}"
+            cell = cells.get((row.number, metric))  # none: the row could not be scored at all
+            out[metric] = cell["score"] if cell else None
+            out[f"{metric}_status"] = _status(cell) if cell else "invalid"
         out["error"] = invalid.get(row.number, "")
         out_rows.append(out)
     return pd.DataFrame(out_rows, columns=columns).astype({metric: "Float64" for metric in metrics})
+
+
+def _status(cell: dict) -> str:
+    return cell["status"] if cell["status"] == OK else f"unmeasured: {cell['reason']}"
 
 
 def summary_table(output: pd.DataFrame, metrics) -> str:

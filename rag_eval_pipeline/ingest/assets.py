@@ -7,30 +7,41 @@ from dagster import AssetExecutionContext, Config, Output
 
 from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import Document, read_documents
-from rag_eval_pipeline.metadata import lineage_asset, table_metadata
+from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.resources import DocumentsResource, WarehouseResource
+from rag_eval_pipeline.resources import DocumentsResource
 
 CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
+REJECTION_COLUMNS = ["path", "reason"]
 DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "content_hash", "pages"]
 
 
-@lineage_asset(
+@lineage_multi_asset(
+    "raw_documents",
     "ingestion",
-    "Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
-    "page count and title. Unreadable files, and links (never followed out of the folder), go to the "
-    "rejected_documents table with their reason.",
+    {
+        "raw_documents": lineage_table(
+            "Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
+            "page count and title. Unreadable files, and links (never followed out of the folder), go to the "
+            "rejected_documents table with their reason."
+        ),
+        "rejected_documents": lineage_table(
+            "The files of the tenant's document folder that could not be read (encrypted, corrupt, empty, "
+            "image-only, not UTF-8, unsupported type), and links, pipes and devices (never followed): "
+            "path and reason."
+        ),
+    },
 )
-def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
-    tenant, version = split_key(context.partition_key)
+def raw_documents(context: AssetExecutionContext, documents: DocumentsResource):
+    tenant, _ = split_key(context.partition_key)
     result = read_documents(documents.folder_for(tenant))
     frame = pd.DataFrame([_document_row(d) for d in result.documents], columns=DOCUMENT_COLUMNS)
-    rejected = pd.DataFrame([asdict(r) for r in result.rejections], columns=["path", "reason"])
-    warehouse.store().write(tenant, version, "rejected_documents", rejected)
+    rejected = pd.DataFrame([asdict(r) for r in result.rejections], columns=REJECTION_COLUMNS)
     for rejection in result.rejections:
         context.log.warning(f"rejected {rejection.path}: {rejection.reason}")
-    return Output(
+    yield Output(
         frame,
+        output_name="raw_documents",
         metadata=table_metadata(
             frame,
             ["doc_id", "format", "title", "page_count", "n_chars"],
@@ -38,6 +49,7 @@ def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, 
             rejected=rejected.to_markdown(index=False) if len(rejected) else "none",
         ),
     )
+    yield Output(rejected, output_name="rejected_documents", metadata=table_metadata(rejected, REJECTION_COLUMNS))
 
 
 def _document_row(document: Document) -> dict:

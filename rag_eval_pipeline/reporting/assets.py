@@ -12,21 +12,16 @@ from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.reporting.baselines import BaselineChanged, BaselineStore, Promotion, promotion_reason
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
-    Analysis,
-    Comparison,
     IncomparableScores,
     analyse,
     compare,
     incomparable_reason,
     scoring_identity,
 )
-from rag_eval_pipeline.reporting.render import render_html, render_markdown
+from rag_eval_pipeline.reporting.report import Audit, Outcome, build_report, judges_of
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
-from rag_eval_pipeline.core.warehouse import audited_commit, write_text_atomically
+from rag_eval_pipeline.core.warehouse import audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG
-
-MARKDOWN_FILE, HTML_FILE = "regression_report.md", "regression_report.html"
-
 
 class ReportSettings(Config):
     tolerance: float = Field(default=DEFAULT_TOLERANCE, description="Largest allowed drop of a metric's mean.")
@@ -86,36 +81,11 @@ def regression_report(
             break
     else:
         raise BaselineChanged(f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate")
-    comparison, analysis, reason = outcome.comparison, outcome.analysis, outcome.promotion
-    baseline_commit, baseline_source = outcome.baseline_commit, outcome.baseline_source
-    folder = store.audit_dir(tenant, version, commit, run_id)
-    title = f"Regression report: {tenant} / {version} / commit {commit}"
-    details = {
-        "candidate commit": commit, "run": run_id, "baseline commit": baseline_commit or "none",
-        "baseline": baseline_source, "promoted to baseline": reason or "no", "judge": _single(metric_scores["judge"]),
-        "HTML report": str(folder / HTML_FILE), "Markdown report": str(folder / MARKDOWN_FILE),
-    }
-    markdown = render_markdown(comparison, title, details, analysis)
-    html_path = write_text_atomically(folder / HTML_FILE, render_html(comparison, title, details, analysis))
-    report_path = write_text_atomically(folder / MARKDOWN_FILE, markdown)
-    table = comparison.table.assign(
-        verdict_overall=comparison.verdict, commit=commit, baseline_commit=baseline_commit or "none",
-        baseline_source=baseline_source, promoted_to_baseline=reason or "",
-    )
-    return Output(
-        table,
-        metadata={
-            "commit": commit,
-            "verdict": comparison.verdict,
-            "failing_metrics": ", ".join(comparison.failing_metrics) or "none",
-            "baseline": f"{baseline_commit or 'none'} ({baseline_source})",
-            "promoted_to_baseline": reason or "no",
-            "stage_summary": analysis.stage_summary,
-            "report": MetadataValue.md(markdown),
-            "report_path": str(report_path),
-            "report_html_path": str(html_path),
-        },
-    )
+    audit = Audit(tenant, version, commit, run_id, store.audit_dir(tenant, version, commit, run_id),
+                  judges_of(metric_scores))
+    report = build_report(audit, outcome)
+    report.write()
+    return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown)})
 
 
 COMPARE_ATTEMPTS = 5
@@ -127,15 +97,6 @@ class ScoredRun:
     scores: pd.DataFrame
     outputs: pd.DataFrame
     golden: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class Outcome:
-    baseline_commit: str
-    baseline_source: str
-    comparison: Comparison
-    analysis: Analysis
-    promotion: str | None  # why the candidate becomes the baseline, or None
 
 
 def _judge_against_baseline(context, config: ReportSettings, baselines: BaselineStore, tenant: str, version: str,
@@ -186,7 +147,3 @@ def _baseline_commit(current, requested: str) -> tuple[str, str]:
         return "", "none yet"
     return current.commit, f"current baseline since {current.promoted_at}: {current.reason}"
 
-
-def _single(values: pd.Series) -> str:
-    distinct = sorted(set(values.dropna().astype(str)))
-    return ", ".join(distinct) if distinct else "unknown"

@@ -25,12 +25,11 @@ from filelock import FileLock
 
 from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASS
 from rag_eval_pipeline.core.names import RUN_ID_PATTERN
+from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
 from rag_eval_pipeline.core.warehouse import (
     RUN_PREFIX,
     Warehouse,
     commit_of_folder,
-    write_parquet,
-    write_text_atomically,
 )
 
 HISTORY_FILE = "baseline_history.jsonl"
@@ -93,7 +92,7 @@ class BaselineStore:
         """Keep one audit of a commit; the marker is written last, so a half-archived audit is never read."""
         folder = self.warehouse.audit_dir(tenant, version, commit, run_id)
         for name, frame in ((SCORES, scores), (OUTPUTS, outputs)):
-            write_parquet(folder / f"{name}.parquet", frame)
+            atomic_write_parquet(folder / f"{name}.parquet", frame)
         return self.mark_complete(tenant, version, commit, run_id)
 
     def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> Path:
@@ -103,7 +102,7 @@ class BaselineStore:
         if missing:
             raise FileNotFoundError(f"audit {folder} lacks {', '.join(missing)}: it cannot be archived")
         marker = {"tenant": tenant, "version": version, "commit": commit, "run_id": run_id, "archived_at": _now(6)}
-        write_text_atomically(folder / AUDIT_MARKER, json.dumps(marker, sort_keys=True) + "\n")
+        atomic_write_text(folder / AUDIT_MARKER, json.dumps(marker, sort_keys=True) + "\n")
         return folder
 
     def audited_commits(self, tenant: str, version: str) -> list[str]:

@@ -3,16 +3,15 @@
 # No `from __future__ import annotations`: Dagster reads the check's live annotations.
 
 import pandas as pd
-from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity
 
-from rag_eval_pipeline.partitions import tenant_version_partitions
+from rag_eval_pipeline.partitions import partitioned_asset_check
 from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
 
 
-@asset_check(
+@partitioned_asset_check(
     asset="regression_report",
     blocking=True,
-    partitions_def=tenant_version_partitions,
     description="Fails when the report blocks the candidate: a metric's mean or coverage dropped by more "
     "than its tolerance against the baseline, or nothing could be scored.",
 )

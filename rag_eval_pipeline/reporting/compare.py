@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-DEFAULT_TOLERANCE = 0.05
+from rag_eval_pipeline.core.defaults import DEFAULT_TOLERANCE
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240605  # fixed: the same scores always give the same interval
 WORST_ITEMS = 5

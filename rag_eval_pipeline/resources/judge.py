@@ -1,84 +1,92 @@
 """The judge as a resource: the embedded offline judge by default, or an LLM over an OpenAI-compatible server.
 
 Production points it at vLLM (`response_format="json_schema"`); the llama.cpp server needs
-`json_object_schema`. `judge_from_env()` reads the RAG_EVAL_JUDGE_* variables (see the README).
+`json_object_schema`. `JudgeResource.from_settings` builds it from the RAG_EVAL_JUDGE_* settings
+(see the README). Its fields are typed, so Dagster refuses a bad kind, mode or format at launch.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
+from rag_eval_pipeline.core.defaults import JudgeKind, JudgeMode, ResponseFormat
 from rag_eval_pipeline.core.judging.judge import Judge, OfflineJudge
-from rag_eval_pipeline.core.llm.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, LLMSettings
 from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
+from rag_eval_pipeline.core.llm.client import LLMSettings
 from rag_eval_pipeline.resources.embedder import EmbedderResource
+from rag_eval_pipeline.settings import JUDGE_VARIABLES, JudgeSettings
+
+_DEFAULT = JudgeSettings()  # the defaults live in the settings, and only there
+# Free-text options the environment sets are handed to Dagster by name: it reads them at launch and
+# its UI shows the variable, never the value (the API key is a secret).
+_FROM_ENVIRONMENT = {"base_url": "base_url", "model": "model", "api_key": "api_key", "cache_path": "cache"}
 
 
 class JudgeResource(ConfigurableResource):
     embedder: EmbedderResource
-    kind: str = Field(default="offline", description="'offline' (embedded, no server) or 'llm'.")
-    base_url: str = Field(default="", description="OpenAI-compatible endpoint, e.g. http://vllm:8000/v1")
-    model: str = ""
-    api_key: str = "not-needed"
-    mode: str = Field(default="decomposed", description="'decomposed' (2 calls per item for the core metrics) or 'fused' (1 call).")
-    response_format: str = Field(default="json_schema", description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp).")
-    seed: int = 7
-    max_tokens: int = 768
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, description="Seconds one attempt of a call may take.")
+    kind: JudgeKind = Field(default=_DEFAULT.kind, description="'offline' (embedded, no server) or 'llm'.")
+    base_url: str = Field(default=_DEFAULT.base_url, description="OpenAI-compatible endpoint, e.g. http://vllm:8000/v1")
+    model: str = _DEFAULT.model
+    api_key: str = _DEFAULT.api_key
+    mode: JudgeMode = Field(default=_DEFAULT.mode, description="'decomposed' (2 calls per item for the core metrics) or 'fused' (1 call).")
+    response_format: ResponseFormat = Field(
+        default=_DEFAULT.response_format, description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp)."
+    )
+    seed: int = LLMSettings.seed
+    max_tokens: int = Field(default=LLMSettings.max_tokens, ge=1)
+    timeout_s: float = Field(default=_DEFAULT.timeout_s, gt=0, allow_inf_nan=False,
+                             description="Seconds one attempt of a call may take.")
     max_retries: int = Field(
-        default=DEFAULT_MAX_RETRIES,
+        default=_DEFAULT.max_retries, ge=0,
         description="Retries of a call on HTTP 408, 409, 429, 5xx, a connection error or a timeout (jittered backoff, Retry-After honoured).",
     )
-    concurrency: int = 4
-    cache_path: str = Field(default="", description="On-disk cache of judge calls; empty keeps it in memory.")
+    concurrency: int = Field(default=_DEFAULT.concurrency, ge=1)
+    cache_path: str = Field(default=_DEFAULT.cache, description="On-disk cache of judge calls; empty keeps it in memory.")
+
+    @classmethod
+    def from_settings(
+        cls,
+        judge: JudgeSettings,
+        embedder: EmbedderResource,
+        cache_path: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> JudgeResource:
+        """The resource the settings describe; its call cache at cache_path unless RAG_EVAL_JUDGE_CACHE says.
+
+        Typed options (kind, mode, format, numbers) come from the settings, which checked them. A
+        free-text option that its variable sets in environ (default: the process environment, which
+        the settings were loaded from) goes in as that EnvVar.
+        """
+        environ = os.environ if environ is None else environ
+        if cache_path is not None:
+            judge = judge.model_copy(update={"cache": cache_path})
+        text = {
+            field: EnvVar(JUDGE_VARIABLES[name]) if environ.get(JUDGE_VARIABLES[name], "").strip() else getattr(judge, name)
+            for field, name in _FROM_ENVIRONMENT.items()
+        }
+        return cls(
+            embedder=embedder, kind=judge.kind, mode=judge.mode, response_format=judge.response_format,
+            timeout_s=judge.timeout_s, max_retries=judge.max_retries, concurrency=judge.concurrency, **text,
+        )
 
     def get(self) -> Judge:
         if self.kind == "offline":
             return OfflineJudge(self.embedder.get())
-        if self.kind != "llm":
-            raise ValueError(f"judge kind must be 'offline' or 'llm', got {self.kind!r}")
         return build_llm_judge(self.llm_settings(), self.mode, self.cache_path)
 
     def llm_settings(self) -> LLMSettings:
         """The server settings, shared by the LLM judge and the LLM question generator."""
         if not self.base_url or not self.model:
             raise ValueError(
-                "an LLM judge or generator needs a server: set RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL "
-                "(or the judge resource's base_url and model)"
+                f"an LLM judge or generator needs a server: set {JUDGE_VARIABLES['base_url']} and "
+                f"{JUDGE_VARIABLES['model']} (or the judge resource's base_url and model)"
             )
         return LLMSettings(
             base_url=self.base_url, model=self.model, api_key=self.api_key, seed=self.seed,
             max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
             concurrency=self.concurrency, max_retries=self.max_retries,
         )
-
-
-def judge_from_env(embedder: EmbedderResource, default_cache_path: str) -> JudgeResource:
-    env = os.environ.get
-    return JudgeResource(
-        embedder=embedder,
-        kind=env("RAG_EVAL_JUDGE", "offline"),
-        base_url=env("RAG_EVAL_JUDGE_BASE_URL", ""),
-        model=env("RAG_EVAL_JUDGE_MODEL", ""),
-        api_key=env("RAG_EVAL_JUDGE_API_KEY", "not-needed"),
-        mode=env("RAG_EVAL_JUDGE_MODE", "decomposed"),
-        response_format=env("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json_schema"),
-        concurrency=_number("RAG_EVAL_JUDGE_CONCURRENCY", int, 4),
-        timeout_s=_number("RAG_EVAL_JUDGE_TIMEOUT_S", float, DEFAULT_TIMEOUT_S),
-        max_retries=_number("RAG_EVAL_JUDGE_MAX_RETRIES", int, DEFAULT_MAX_RETRIES),
-        cache_path=env("RAG_EVAL_JUDGE_CACHE", default_cache_path),
-    )
-
-
-def _number(variable: str, kind: type, default):
-    """A numeric variable; a typo names the variable rather than failing deep in the run."""
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return default
-    try:
-        return kind(text)
-    except ValueError:
-        raise ValueError(f"{variable} must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None

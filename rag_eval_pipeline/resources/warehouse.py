@@ -6,7 +6,8 @@ import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, OutputContext
 
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse, write_parquet
+from rag_eval_pipeline.core.files import atomic_write_parquet
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
 
 class WarehouseResource(ConfigurableResource):
@@ -28,7 +29,7 @@ class WarehouseIOManager(ConfigurableIOManager):
         warehouse = Warehouse(self.root)
         if name in AUDIT_TABLES:
             folder = warehouse.audit_dir(tenant, version, _commit(context), context.run_id)
-            path = write_parquet(folder / f"{name}.parquet", obj)
+            path = atomic_write_parquet(folder / f"{name}.parquet", obj)
         else:
             path = warehouse.write(tenant, version, name, obj)
         context.add_output_metadata({"path": str(path)})

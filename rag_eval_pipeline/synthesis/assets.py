@@ -1,16 +1,18 @@
 """Synthesis assets: test nodes among the clustered chunks, synthetic QA, and the verified golden set."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, Output
+from dagster import AssetExecutionContext, AssetKey, Config, Output
 from pydantic import Field
 
-from rag_eval_pipeline.metadata import lineage_asset, table_metadata
+from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
 from rag_eval_pipeline.synthesis import pipeline
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
 from rag_eval_pipeline.synthesis.versions import check_publishable
+
+REJECTION_PREVIEW = ["qa_id", "question_type", "stage", "reason"]
 
 
 @lineage_asset(
@@ -53,30 +55,42 @@ class SynthesisSettings(Config):
     )
 
 
-@lineage_asset(
+@lineage_multi_asset(
+    "synthetic_qa",
     "synthesis",
-    "Candidate QA items of four types (simple, reasoning, multi_context, unanswerable), written from "
-    "the test nodes: question, ground-truth answer, gold chunk ids and texts, type, source cluster, "
-    "generator and prompt version. Not yet verified; tasks the generator failed on are kept with their reason.",
+    {
+        "synthetic_qa": lineage_table(
+            "Candidate QA items of four types (simple, reasoning, multi_context, unanswerable), written from "
+            "the test nodes: question, ground-truth answer, gold chunk ids and texts, type, source cluster, "
+            "generator and prompt version. Not yet verified; tasks the generator failed on go to "
+            "generation_failures with their reason."
+        ),
+        "generation_failures": lineage_table(
+            "The generation tasks the generator failed on, as rows of the rejected table: the task's "
+            "source chunks and type where known, stage generation and the reason. Verification adds them "
+            "to rejected_qa."
+        ),
+        "generation_plan": lineage_table(
+            "Per question type, the items requested by the type mix, planned (what the corpus and the "
+            "generator allow) and generated, with a note on any shortfall. Verification adds the kept "
+            "counts in synthesis_plan."
+        ),
+    },
 )
 def synthetic_qa(
     context: AssetExecutionContext,
     config: SynthesisSettings,
     judge: JudgeResource,
-    warehouse: WarehouseResource,
     raw_documents: pd.DataFrame,
     document_chunks: pd.DataFrame,
     chunk_clusters: pd.DataFrame,
-) -> Output[pd.DataFrame]:
-    tenant, version = split_key(context.partition_key)
+):
     titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
     generator = pipeline.build_generator(config.generator, document_chunks["text"].tolist(), judge.llm_settings, judge.cache_path or None)
     items, failures, plan = pipeline.synthesize(document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix)
-    store = warehouse.store()
-    store.write(tenant, version, "generation_failures", failures)
-    store.write(tenant, version, "synthesis_plan", plan)
-    return Output(
+    yield Output(
         items,
+        output_name="synthetic_qa",
         metadata=table_metadata(
             items,
             ["qa_id", "question_type", "question", "ground_truth"],
@@ -87,6 +101,8 @@ def synthetic_qa(
             plan=plan.to_markdown(index=False),
         ),
     )
+    yield Output(failures, output_name="generation_failures", metadata=table_metadata(failures, REJECTION_PREVIEW))
+    yield Output(plan, output_name="generation_plan", metadata=table_metadata(plan, list(plan.columns)))
 
 
 class VerificationConfig(Config):
@@ -95,13 +111,32 @@ class VerificationConfig(Config):
     near_duplicate_cosine: float = Field(default=0.95, description="Questions at least this similar to a kept one are dropped.")
 
 
-@lineage_asset(
+@lineage_multi_asset(
+    "golden_set",
     "synthesis",
-    "The verified golden set, published once per (tenant, dataset_version) when its blocking check passes, "
-    "and immutable after: items "
-    "whose ground truth the judge finds supported by their gold chunks, well formed, not leaking their "
-    "answer, not near-duplicates; each with its round-trip retrieval rank. Dropped items and failed "
-    "generation tasks go to the rejected_qa table with their stage and reason.",
+    {
+        "golden_set": lineage_table(
+            "The verified golden set, published once per (tenant, dataset_version) when its blocking check "
+            "passes, and immutable after: items whose ground truth the judge finds supported by their gold "
+            "chunks, well formed, not leaking their answer, not near-duplicates; each with its round-trip "
+            "retrieval rank. Dropped items and failed generation tasks go to rejected_qa."
+        ),
+        "rejected_qa": lineage_table(
+            "Every candidate that did not make the golden set, with the stage (generation, or the "
+            "verification step that dropped it) and the reason."
+        ),
+        "synthesis_plan": lineage_table(
+            "Per question type: items requested by the type mix, planned, generated and kept after "
+            "verification, with a note on any shortfall. The golden set's check requires every type "
+            "planned in earnest to keep an item."
+        ),
+    },
+    # Which tables each output is made from: the graph draws these edges, not all inputs to all outputs.
+    internal_asset_deps={
+        "golden_set": {AssetKey("synthetic_qa"), AssetKey("document_chunks")},
+        "rejected_qa": {AssetKey("synthetic_qa"), AssetKey("generation_failures"), AssetKey("document_chunks")},
+        "synthesis_plan": {AssetKey("synthetic_qa"), AssetKey("generation_plan"), AssetKey("document_chunks")},
+    },
 )
 def golden_set(
     context: AssetExecutionContext,
@@ -110,21 +145,23 @@ def golden_set(
     embedder: EmbedderResource,
     warehouse: WarehouseResource,
     synthetic_qa: pd.DataFrame,
+    generation_failures: pd.DataFrame,
+    generation_plan: pd.DataFrame,
     document_chunks: pd.DataFrame,
-) -> Output[pd.DataFrame]:
+):
     tenant, version = split_key(context.partition_key)
-    store = warehouse.store()
     settings = VerificationSettings(config.round_trip_k, config.drop_on_retrieval_miss, config.near_duplicate_cosine)
     golden, rejected, plan = pipeline.verify(
-        synthetic_qa, store.read(tenant, version, "generation_failures"), store.read(tenant, version, "synthesis_plan"),
-        document_chunks, judge.get(), embedder.get(), settings,
+        synthetic_qa, generation_failures, generation_plan, document_chunks, judge.get(), embedder.get(), settings,
     )
-    # Published (manifest written) only by the blocking golden_set_expectations check, once it passes.
-    digest = check_publishable(store, tenant, version, golden)
-    store.write(tenant, version, "rejected_qa", rejected)
-    store.write(tenant, version, "synthesis_plan", plan)
-    return Output(golden, metadata=table_metadata(golden, ["qa_id", "question_type", "question"], **_golden_metadata(
-        golden, synthetic_qa, rejected, plan, config.round_trip_k, digest)))
+    # Refuses a changed golden set for a published version before any table is written. Publishing
+    # (the manifest) is left to the blocking golden_set_expectations check, once it passes.
+    digest = check_publishable(warehouse.store(), tenant, version, golden)
+    yield Output(golden, output_name="golden_set", metadata=table_metadata(
+        golden, ["qa_id", "question_type", "question"],
+        **_golden_metadata(golden, synthetic_qa, rejected, plan, config.round_trip_k, digest)))
+    yield Output(rejected, output_name="rejected_qa", metadata=table_metadata(rejected, REJECTION_PREVIEW))
+    yield Output(plan, output_name="synthesis_plan", metadata=table_metadata(plan, list(plan.columns)))
 
 
 def _golden_metadata(golden, synthetic_qa, rejected, plan, k: int, content_hash: str) -> dict:

@@ -16,27 +16,23 @@ from dagster import (
     AssetCheckSeverity,
     AssetIn,
     MetadataValue,
-    asset_check,
 )
 
-from rag_eval_pipeline.partitions import split_key, tenant_version_partitions
+from rag_eval_pipeline.partitions import partitioned_asset_check, split_key
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import publish
-from rag_eval_pipeline.core.warehouse import Warehouse
 
-PLAN_TABLE = "synthesis_plan"  # written by golden_set: question_type, requested, planned, generated, kept, note
+PLAN_TABLE = "synthesis_plan"  # written with golden_set: question_type, requested, planned, generated, kept, note
 # A type planned with at least this many items must have one left after verification; with fewer,
 # losing them all can be bad luck rather than a broken generator or verifier.
 MIN_PLANNED = 3
 
 
-
-@asset_check(
+@partitioned_asset_check(
     asset="golden_set",
     blocking=True,
-    additional_ins={"document_chunks": AssetIn("document_chunks")},
-    # Same partitions as the asset: one result per (tenant, dataset_version), and the key in context.
-    partitions_def=tenant_version_partitions,
+    # Everything the check reads is an input, so the graph shows it and the IO manager loads it.
+    additional_ins={"document_chunks": AssetIn("document_chunks"), PLAN_TABLE: AssetIn(PLAN_TABLE)},
     description="Great Expectations suite on the golden set: exact columns, non-null fields, unique "
     "qa_id, known question types, gold chunk ids among the chunks, the planned type mix, all grounded. "
     "When it passes, the golden set is published (its manifest is written); otherwise it is not.",
@@ -46,18 +42,18 @@ def golden_set_expectations(
     warehouse: WarehouseResource,
     golden_set: pd.DataFrame,
     document_chunks: pd.DataFrame,
+    synthesis_plan: pd.DataFrame,
 ) -> AssetCheckResult:
     # Imported here: great_expectations takes seconds to import, and loading the code location
     # (every `dagster` command, every test that imports the definitions) should not pay for it.
     from rag_eval_pipeline.synthesis.expectations import check_golden_set, failures_markdown
 
     tenant, version = split_key(context.partition_key)
-    store = warehouse.store()
-    expected = expected_types(store, tenant, version)
+    expected = expected_types(synthesis_plan)
     report = check_golden_set(golden_set, set(document_chunks["chunk_id"]), expected)
     failed = report.failures
     # Publishing is this check's last step: a golden set that fails it is never visible to a gate.
-    manifest = publish(store, tenant, version, golden_set) if report.success else None
+    manifest = publish(warehouse.store(), tenant, version, golden_set) if report.success else None
     return AssetCheckResult(
         passed=report.success,
         severity=AssetCheckSeverity.ERROR,
@@ -74,11 +70,8 @@ def golden_set_expectations(
     )
 
 
-def expected_types(store: Warehouse, tenant: str, version: str) -> set[str]:
-    """The question types the plan asked for in earnest; none when golden_set wrote no plan."""
-    if not store.exists(tenant, version, PLAN_TABLE):
-        return set()
-    plan = store.read(tenant, version, PLAN_TABLE)
+def expected_types(plan: pd.DataFrame) -> set[str]:
+    """The question types the plan asked for in earnest; none for an empty plan."""
     return {str(t) for t in plan.loc[plan["planned"] >= MIN_PLANNED, "question_type"]}
 
 

@@ -1,12 +1,12 @@
-"""Group chunks by meaning with HDBSCAN over unit-length MiniLM embeddings."""
+"""Group chunks by meaning with scikit-learn's HDBSCAN over unit-length MiniLM embeddings."""
 
 from __future__ import annotations
 
 import math
 
-import hdbscan
 import numpy as np
 import pandas as pd
+from sklearn.cluster import HDBSCAN
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 OUTLIER = -1
@@ -26,7 +26,10 @@ def cluster_chunks(chunk_ids: list[str], vectors: np.ndarray) -> pd.DataFrame:
     else:
         size = min_cluster_size_for(n)
         # Euclidean distance on unit vectors orders pairs exactly as cosine distance does.
-        clusterer = hdbscan.HDBSCAN(min_cluster_size=size, min_samples=max(1, size // 2), metric="euclidean")
+        # scikit-learn counts a point among its own min_samples neighbours; the hdbscan package, which
+        # chose these sizes, did not: the +1 keeps the same core distances, and so the same clusters.
+        # copy=False: astype already made the array this call may overwrite.
+        clusterer = HDBSCAN(min_cluster_size=size, min_samples=max(1, size // 2) + 1, metric="euclidean", copy=False)
         labels = clusterer.fit_predict(vectors.astype(np.float64))
         strengths = clusterer.probabilities_
     return pd.DataFrame(

@@ -1,8 +1,9 @@
 """The synthesis path as three plain steps, shared by the Dagster assets and `rag-eval synthesize`.
 
   test_nodes(chunks)             -> chunk_clusters: cluster, label, information, test-node rank
-  synthesize(chunks, clusters)   -> candidate items, generation failures, the per-type plan
-  verify(items, failures, plan)  -> golden set, rejected items (generation failures included), plan
+  synthesize(chunks, clusters)   -> candidate items, generation failures, the per-type generation plan
+  verify(items, failures, plan)  -> golden set, rejected items (generation failures included), the plan
+                                    with the kept counts (synthesis_plan)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rag_eval_pipeline.synthesis.verification import VerificationSettings, verif
 
 _log = logging.getLogger(__name__)
 
+GENERATION_PLAN_COLUMNS = ["question_type", "requested", "planned", "generated", "note"]
 PLAN_COLUMNS = ["question_type", "requested", "planned", "generated", "kept", "note"]
 
 
@@ -73,11 +75,11 @@ def synthesize(chunks: pd.DataFrame, clusters: pd.DataFrame, titles: dict[str, s
     plan = pd.DataFrame(
         [
             {"question_type": p.question_type, "requested": p.requested, "planned": p.planned,
-             "generated": int(generated.get(p.question_type, 0)), "kept": 0,
+             "generated": int(generated.get(p.question_type, 0)),
              "note": p.note or _shortfall(p.planned, int(generated.get(p.question_type, 0)), len(candidates.get(p.question_type, [])))}
             for p in plans
         ],
-        columns=PLAN_COLUMNS,
+        columns=GENERATION_PLAN_COLUMNS,
     )
     return items_frame(items), failures_frame(failures), plan
 
@@ -95,7 +97,7 @@ def verify(items: pd.DataFrame, failures: pd.DataFrame, plan: pd.DataFrame, chun
     golden, rejected = verify_items(items, chunks, judge, embedder, settings)
     rejected = pd.concat([failures, rejected], ignore_index=True) if len(failures) else rejected
     kept = golden["question_type"].value_counts()
-    plan = plan.assign(kept=[int(kept.get(t, 0)) for t in plan["question_type"]])
+    plan = plan.assign(kept=[int(kept.get(t, 0)) for t in plan["question_type"]])[PLAN_COLUMNS]
     return golden, rejected, plan
 
 

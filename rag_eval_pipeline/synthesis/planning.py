@@ -14,9 +14,8 @@ from rag_eval_pipeline.synthesis.items import (
     SourceChunk,
 )
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
+from rag_eval_pipeline.core.defaults import DEFAULT_MIX  # noqa: F401 (re-exported; the CLI's help shows it)
 from rag_eval_pipeline.core.text import content_words
-
-DEFAULT_MIX = {"simple": 0.4, "reasoning": 0.2, "multi_context": 0.25, "unanswerable": 0.15}
 
 
 @dataclass(frozen=True)

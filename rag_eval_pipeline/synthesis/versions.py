@@ -20,7 +20,8 @@ import pandas as pd
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
-from rag_eval_pipeline.core.warehouse import Warehouse, write_text_atomically
+from rag_eval_pipeline.core.files import atomic_write_text
+from rag_eval_pipeline.core.warehouse import Warehouse
 
 MANIFEST_FILE = "golden_set.manifest.json"
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
@@ -155,7 +156,7 @@ def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
     path = _manifest_path(warehouse, manifest.tenant, manifest.dataset_version)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write then rename: a half-written manifest would make the version unreadable.
-    write_text_atomically(path, json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n")
 
 
 def _counts_by_type(golden: pd.DataFrame) -> dict[str, int]:

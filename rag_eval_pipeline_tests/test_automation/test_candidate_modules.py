@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.sensors import build_candidate_commit_sensor
-from rag_eval_pipeline.evaluation.candidates import CandidateError, allowed_entry_modules, check_entry_allowed
+from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec, allowed_entry_modules, check_entry_allowed
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.versions import publish
 from rag_eval_pipeline.core.warehouse import Warehouse
@@ -44,7 +44,7 @@ def test_unset_allows_no_module_entries_only_the_reference(tmp_path, monkeypatch
     monkeypatch.delenv(VARIABLE, raising=False)
 
     assert allowed_entry_modules() == ()
-    assert inbox.parse_manifest(_manifest(tmp_path, "r.json", "reference"), {"acme"}).candidate == "reference"
+    assert inbox.parse_manifest(_manifest(tmp_path, "r.json", "reference"), {"acme"}).candidate == CandidateSpec("reference")
     with pytest.raises(inbox.ManifestError, match=rf"m.json: entry 'os:system' is not in an allowed package.*{VARIABLE}"):
         inbox.parse_manifest(_manifest(tmp_path, "m.json", "os:system"), {"acme"})
 
@@ -63,7 +63,7 @@ def test_entries_are_checked_by_whole_package_prefix(tmp_path, monkeypatch, entr
     path = _manifest(tmp_path, "m.json", entry)
 
     if allowed:
-        assert inbox.parse_manifest(path, {"acme"}).candidate == entry
+        assert inbox.parse_manifest(path, {"acme"}).candidate == CandidateSpec("entry_point", entry)
     else:
         with pytest.raises(inbox.ManifestError, match="not in an allowed package"):
             inbox.parse_manifest(path, {"acme"})

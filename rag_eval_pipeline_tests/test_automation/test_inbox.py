@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from rag_eval_pipeline.automation import inbox
+from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 from rag_eval_pipeline.core.names import validate_name
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
@@ -80,12 +81,17 @@ def _manifest(folder, name, **fields):
     ({"tenant": "acme", "commit": "abcdef1", "entry": "no colon"}, "invalid entry 'no colon'"),
     ({"tenant": "acme", "commit": "abcdef1", "outputs": "missing.jsonl"}, "does not exist"),
     ({"tenant": "acme", "commit": "abcdef1", "outputs": "answers.csv"}, "expected a path to a .jsonl file"),
+    ({"entry": "reference"}, "missing field(s) tenant, commit"),
+    ({"tenant": "acme", "commit": "abcdef1", "entry": 5}, "invalid entry 5: input should be a valid string"),
+    ({"tenant": "Acme!", "commit": "xyz", "entry": "reference"}, "invalid tenant name 'Acme!'"),
+    ({"tenant": "acme", "commit": "abcdef1", "entry": "reference.jsonl"}, "invalid entry 'reference.jsonl'"),
 ])
 def test_manifest_errors_name_file_and_reason(tmp_path, fields, message):
     path = _manifest(tmp_path, "m.json", **fields)
     with pytest.raises(inbox.ManifestError) as error:
         inbox.parse_manifest(path, {"acme"})
     assert str(error.value).startswith("m.json: ") and message in str(error.value)
+    assert "\n" not in str(error.value)  # one line, as the sensor's skip reason shows it
 
 
 def test_malformed_json_and_good_manifests(tmp_path, monkeypatch):
@@ -95,9 +101,10 @@ def test_malformed_json_and_good_manifests(tmp_path, monkeypatch):
         inbox.parse_manifest(tmp_path / "bad.json", {"acme"})
     (tmp_path / "out.jsonl").write_text("")
     good = inbox.parse_manifest(_manifest(tmp_path, "o.json", tenant="acme", commit="abcdef1", outputs="out.jsonl"), {"acme"})
-    assert good.candidate == str((tmp_path / "out.jsonl").resolve()) and good.run_key == "acme:abcdef1"
+    assert good.candidate == CandidateSpec("outputs_file", str((tmp_path / "out.jsonl").resolve()))
+    assert good.run_key == "acme:abcdef1"
     entry = inbox.parse_manifest(_manifest(tmp_path, "e.json", tenant="acme", commit="abcdef1", entry="pkg.mod:fn"), {"acme"})
-    assert entry.candidate == "pkg.mod:fn"
+    assert entry.candidate == CandidateSpec("entry_point", "pkg.mod:fn")
 
 
 def git(repo, *args):

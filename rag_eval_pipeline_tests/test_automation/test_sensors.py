@@ -146,6 +146,12 @@ def _write(tmp_path, name, text):
     (tmp_path / "candidates" / name).write_text(text)
 
 
+def _op_config(request, op: str, *names: str) -> dict:
+    """The named fields of an op's config; the run config also spells out every other field's default."""
+    config = request.run_config["ops"][op]["config"]
+    return {name: config[name] for name in names}
+
+
 def test_good_manifest_runs_on_the_current_golden_version(tmp_path, golden, instance):
     sensor, defs = _candidates(tmp_path, golden)
     _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference"}))
@@ -153,8 +159,8 @@ def test_good_manifest_runs_on_the_current_golden_version(tmp_path, golden, inst
     (request,) = data.run_requests
     assert request.partition_key == partition_key("acme", "v2")
     assert request.run_key == "acme:abc1234" and request.tags["rag_eval/commit"] == "abc1234"
-    assert request.run_config["ops"]["candidate_outputs"]["config"] == {"candidate": "reference", "commit": "abc1234"}
-    assert request.run_config["ops"]["regression_report"]["config"] == {"branch": ""}  # no branch: never promoted
+    assert _op_config(request, "candidate_outputs", "candidate", "commit") == {"candidate": "reference", "commit": "abc1234"}
+    assert _op_config(request, "regression_report", "branch") == {"branch": ""}  # no branch: never promoted
     assert tick(sensor, instance, defs, data.cursor).run_requests == []  # handled once
 
 
@@ -162,7 +168,7 @@ def test_a_manifest_branch_reaches_the_report(tmp_path, golden, instance):
     sensor, defs = _candidates(tmp_path, golden)
     _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference", "branch": "main"}))
     (request,) = tick(sensor, instance, defs).run_requests
-    assert request.run_config["ops"]["regression_report"]["config"] == {"branch": "main"}
+    assert _op_config(request, "regression_report", "branch") == {"branch": "main"}
     assert request.tags["rag_eval/branch"] == "main"
     _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference", "branch": 3}))
     assert "invalid branch 3" in tick(sensor, instance, defs).skip_message
@@ -189,7 +195,7 @@ def test_following_a_git_branch(tmp_path, golden, instance):
     sensor, defs = _candidates(tmp_path, golden, {"repo": str(repo), "branch": "main", "tenant": "acme", "entry": "reference"})
     first = tick(sensor, instance, defs)
     assert [r.tags["rag_eval/commit"] for r in first.run_requests] == [head]
-    assert first.run_requests[0].run_config["ops"]["regression_report"]["config"] == {"branch": "main"}
+    assert _op_config(first.run_requests[0], "regression_report", "branch") == {"branch": "main"}
     second_sha, third_sha = commit(repo, "2"), commit(repo, "3")
     second = tick(sensor, instance, defs, first.cursor)
     assert [r.run_key for r in second.run_requests] == [f"acme:{second_sha}", f"acme:{third_sha}"]

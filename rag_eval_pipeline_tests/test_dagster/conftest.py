@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline.instance import local_instance
+from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline_tests.tenant_fixtures import *  # noqa: F401,F403
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,3 +24,17 @@ def cli_env(tmp_path, tenant_dirs):
         # Test candidates live in the test package, importable from the repo root like a user's module.
         "PYTHONPATH": str(REPO_ROOT),
     }
+
+
+@pytest.fixture
+def synthesized_cli_env(cli_env, synthesized_acme):
+    """cli_env as after `rag-eval register` and `rag-eval run --job synthesis` for acme/v1.
+
+    The warehouse is a copy of the session's synthesized acme (see tenant_fixtures); the partition is
+    registered in this test's own Dagster home the way `rag-eval register` does it, in process.
+    """
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("DAGSTER_HOME", cli_env["DAGSTER_HOME"])  # local_instance sets it too: undone on exit
+        with local_instance() as instance:
+            register_partition(instance, "acme", "v1")
+    return cli_env

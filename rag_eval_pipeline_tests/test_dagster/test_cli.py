@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.dagster, pytest.mark.cli]
+
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 
 

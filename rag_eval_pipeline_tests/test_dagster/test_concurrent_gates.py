@@ -17,6 +17,8 @@ import pytest
 from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline.core.warehouse import Warehouse
 
+pytestmark = [pytest.mark.dagster, pytest.mark.cli]
+
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 EMPTY = "rag_eval_pipeline_tests.candidates:i_do_not_know"
 DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
@@ -32,16 +34,15 @@ def _finish(process: subprocess.Popen) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def two_tenants(cli_env, tenant_dirs):
-    """acme and globex (the same documents), synthesized at once, each with the reference as its baseline."""
+def two_tenants(synthesized_cli_env, tenant_dirs):
+    """acme (synthesized: a copy of the session's) and globex (the same documents, synthesized here), each with
+    the reference as its baseline."""
+    cli_env = synthesized_cli_env
     documents_root, _ = tenant_dirs
     shutil.copytree(documents_root / "acme", documents_root / "globex")
-    for tenant in ("acme", "globex"):
-        assert _finish(_start(cli_env, "register", "--tenant", tenant, "--version", "v1"))[0] == 0
-    synthesis = [_start(cli_env, "run", "--tenant", t, "--version", "v1", "--job", "synthesis") for t in ("acme", "globex")]
-    for process in synthesis:
-        code, _, err = _finish(process)
-        assert code == 0, err
+    assert _finish(_start(cli_env, "register", "--tenant", "globex", "--version", "v1"))[0] == 0
+    code, _, err = _finish(_start(cli_env, "run", "--tenant", "globex", "--version", "v1", "--job", "synthesis"))
+    assert code == 0, err
     for tenant in ("acme", "globex"):
         code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base"))
         assert code == 0 and "NO BASELINE YET" in out, err
@@ -94,11 +95,9 @@ def test_concurrent_gates_each_get_their_own_verdict_and_promotions_are_not_lost
     assert all(json.loads(line)["tenant"] == "acme" for line in lines)
 
 
-def test_two_first_gates_at_once_propose_one_baseline(cli_env):
+def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
     """No baseline yet and two candidates at once: exactly one becomes the proposed baseline, the other is compared with it."""
-    assert _finish(_start(cli_env, "register", "--tenant", "acme", "--version", "v1"))[0] == 0
-    code, _, err = _finish(_start(cli_env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis"))
-    assert code == 0, err
+    cli_env = synthesized_cli_env
     first = [_start(cli_env, "gate", "--tenant", "acme", "--candidate", "reference"),
              _start(cli_env, "gate", "--tenant", "acme", "--candidate", "empty", "--entry", EMPTY)]
     outcomes = [_finish(p) for p in first]

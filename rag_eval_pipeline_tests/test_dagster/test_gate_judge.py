@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.dagster, pytest.mark.cli]
+
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 
 
@@ -18,12 +22,9 @@ def _closed_port_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
-def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(cli_env):
-    assert _cli(cli_env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
-    synthesis = _cli(cli_env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis")
-    assert synthesis.returncode == 0, synthesis.stderr
+def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(synthesized_cli_env):
     url = _closed_port_url()
-    judge_env = {**cli_env, "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": url, "RAG_EVAL_JUDGE_MODEL": "m",
+    judge_env = {**synthesized_cli_env, "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": url, "RAG_EVAL_JUDGE_MODEL": "m",
                  "RAG_EVAL_JUDGE_MAX_RETRIES": "0"}
 
     completed = _cli(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")

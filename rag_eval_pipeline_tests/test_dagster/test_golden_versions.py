@@ -4,13 +4,16 @@ the type mix and generator are configurable, and the great-expectations check ru
 import pytest
 from dagster import materialize
 
+from rag_eval_pipeline.automation.jobs import SYNTHESIS_ASSETS
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.synthesis.versions import diff_versions, read_manifest
 from rag_eval_pipeline.core.warehouse import Warehouse
 
-SYNTHESIS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
+pytestmark = [pytest.mark.dagster]
+
+SYNTHESIS = SYNTHESIS_ASSETS  # every table of the synthesis track: a step writing several writes them all
 
 NEW_DOCUMENT = """# Cold Chain Handling
 

@@ -16,9 +16,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
 from rag_eval_pipeline.core.warehouse import Warehouse
+
+pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 PARTITION = ["acme", "v1"]

@@ -13,13 +13,15 @@ from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
 from rag_eval_pipeline.core.warehouse import Warehouse
 
+pytestmark = [pytest.mark.dagster]
+
 EVERYTHING = None
 AUDIT = ["candidate_outputs", "metric_scores", "regression_report"]
 # The golden set's blocking check publishes it: without it no candidate can be audited.
 LINEAGE = [*ALL_ASSETS, *SYNTHESIS_CHECKS]
 
 
-def _run(selection, key, instance, resources, candidate="reference", commit="c1", **report):
+def _run(selection, key, instance, resources, candidate="reference", commit="c1", timeout_s=2.0, **report):
     return materialize(
         LINEAGE,
         selection=selection,
@@ -28,7 +30,7 @@ def _run(selection, key, instance, resources, candidate="reference", commit="c1"
         resources=resources,
         run_config={
             "ops": {
-                "candidate_outputs": {"config": {"candidate": candidate, "commit": commit, "timeout_s": 2.0}},
+                "candidate_outputs": {"config": {"candidate": candidate, "commit": commit, "timeout_s": timeout_s}},
                 "regression_report": {"config": report},
             }
         },
@@ -55,6 +57,25 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     golden = read("golden_set")
     assert len(golden) >= 10
     assert {c for ids in golden["gold_chunk_ids"] for c in ids} <= set(chunks["chunk_id"])
+
+    # Every table is an asset materialized once by the run, its row count in the metadata.
+    tables = {}
+    for event in result.get_asset_materialization_events():
+        name = event.asset_key.to_user_string()
+        assert name not in tables, f"{name} materialized twice"
+        tables[name] = event.materialization.metadata
+    assert set(tables) == {asset_key.to_user_string() for assets in ALL_ASSETS for asset_key in assets.keys}
+    for name in ("raw_documents", "rejected_documents", "synthetic_qa", "generation_failures", "generation_plan",
+                 "golden_set", "rejected_qa", "synthesis_plan"):
+        assert tables[name]["dagster/row_count"].value == len(read(name)), name
+
+    # Generation plans; verification adds what it kept, and every candidate is kept or rejected once.
+    generation_plan, plan = read("generation_plan"), read("synthesis_plan")
+    assert plan.columns.tolist() == ["question_type", "requested", "planned", "generated", "kept", "note"]
+    assert plan.drop(columns="kept").equals(generation_plan)
+    assert plan["kept"].sum() == len(golden)
+    rejected_qa, failures = read("rejected_qa"), read("generation_failures")
+    assert len(golden) + len(rejected_qa) == len(read("synthetic_qa")) + len(failures)
 
     # The audit tables are the run's own, under its commit.
     audit = warehouse.audit_dir("acme", "v1", "c1", result.run_id)
@@ -90,8 +111,8 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     assert baselines.audited("acme", "v1", "c1")[1]["qa_id"].tolist() == outputs["qa_id"].tolist()
 
 
-def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance, resources, tenant_dirs):
-    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+def test_regressed_candidate_is_blocked_and_reference_passes(synthesized_acme, acme_key, instance, resources, tenant_dirs):
+    assert _run(AUDIT, acme_key, instance, resources, commit="base").success
 
     same = _run(AUDIT, acme_key, instance, resources, commit="same-again")
     verdict = same.output_for_node("regression_report")["verdict_overall"].iloc[0]
@@ -112,9 +133,9 @@ def test_regressed_candidate_is_blocked_and_reference_passes(acme_key, instance,
     assert baselines.audited_commits("acme", "v1") == ["bad", "base", "same-again"]  # every audit is kept
 
 
-def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(acme_key, instance, resources, tenant_dirs):
+def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(synthesized_acme, acme_key, instance, resources, tenant_dirs):
     baselines = BaselineStore(Warehouse(tenant_dirs[1]))
-    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+    assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     on_branch = _run(AUDIT, acme_key, instance, resources, commit="pr-1", branch="feature-x")
     assert on_branch.output_for_node("regression_report")["promoted_to_baseline"].iloc[0] == ""
     assert baselines.current("acme", "v1").commit == "base"
@@ -136,8 +157,8 @@ def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_fo
     assert baselines.current("acme", "v1").commit == "merged"  # comparing with a commit does not promote it
 
 
-def test_an_unaudited_baseline_commit_fails_the_report(acme_key, instance, resources):
-    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+def test_an_unaudited_baseline_commit_fails_the_report(synthesized_acme, acme_key, instance, resources):
+    assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     result = materialize(
         LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
         raise_on_error=False,
@@ -147,17 +168,20 @@ def test_an_unaudited_baseline_commit_fails_the_report(acme_key, instance, resou
     assert "'ghost' was never audited on acme/v1" in _failure_text(result)
 
 
-@pytest.mark.parametrize("candidate, reason", [
-    ("rag_eval_pipeline_tests.candidates:crashes", "vector store connection refused"),
-    ("rag_eval_pipeline_tests.candidates:hangs", "timed out"),
+@pytest.mark.parametrize("candidate, timeout_s, reason", [
+    ("rag_eval_pipeline_tests.candidates:crashes", 2.0, "vector store connection refused"),
+    # Every golden item waits out the timeout in turn, so it is short here; `hangs` sleeps 30 s, so
+    # a timeout that stopped working would leave the items answered ("ok") and fail the test.
+    ("rag_eval_pipeline_tests.candidates:hangs", 0.2, "timed out after 0.2 s"),
 ])
-def test_failing_candidate_is_recorded_not_crashed(acme_key, instance, resources, candidate, reason):
-    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
-    result = _run(AUDIT, acme_key, instance, resources, candidate=candidate, commit="broken")
+def test_failing_candidate_is_recorded_not_crashed(synthesized_acme, acme_key, instance, resources, candidate, timeout_s, reason):
+    assert _run(AUDIT, acme_key, instance, resources, commit="base").success
+    result = _run(AUDIT, acme_key, instance, resources, candidate=candidate, commit="broken", timeout_s=timeout_s)
     assert result.success
     outputs = result.output_for_node("candidate_outputs")
     assert (outputs["status"] == "failed").all()
-    assert outputs["error"].str.contains(reason).all()
+    assert outputs["error"].str.contains(reason, regex=False).all()
+    assert (outputs["latency_s"] < 10).all()  # abandoned, never waited for
     scores = result.output_for_node("metric_scores")
     assert (scores["status"] == "unmeasured").all()
     assert scores["reason"].str.startswith("candidate failed").all()
@@ -170,20 +194,19 @@ def test_unregistered_partition_is_refused(instance, resources):
     from rag_eval_pipeline.partitions import partition_key
 
     with pytest.raises(Exception, match="(?i)partition"):
-        materialize(ALL_ASSETS, selection=["raw_documents"], partition_key=partition_key("ghost", "v1"), instance=instance, resources=resources)
+        materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents"], partition_key=partition_key("ghost", "v1"), instance=instance, resources=resources)
 
 
 def test_tenant_without_documents_folder_fails_clearly(instance, resources):
     from rag_eval_pipeline.partitions import register_partition
 
     key = register_partition(instance, "nofolder", "v1")
-    result = materialize(ALL_ASSETS, selection=["raw_documents"], partition_key=key, instance=instance, resources=resources, raise_on_error=False)
+    result = materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents"], partition_key=key, instance=instance, resources=resources, raise_on_error=False)
     assert not result.success
     assert "unknown tenant 'nofolder'" in _failure_text(result)
 
 
-def test_unimportable_candidate_fails_the_step_with_its_name(acme_key, instance, resources):
-    assert _run(EVERYTHING, acme_key, instance, resources).success
+def test_unimportable_candidate_fails_the_step_with_its_name(synthesized_acme, acme_key, instance, resources):
     result = materialize(
         LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources, raise_on_error=False,
         run_config={"ops": {"candidate_outputs": {"config": {"candidate": "no_such_module:answer"}}}},
@@ -196,8 +219,8 @@ def _failure_text(result) -> str:
     return "\n".join(e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure)
 
 
-def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are(acme_key, instance, resources):
-    assert _run(EVERYTHING, acme_key, instance, resources, commit="base").success
+def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are(synthesized_acme, acme_key, instance, resources):
+    assert _run(AUDIT, acme_key, instance, resources, commit="base").success
 
     def audit(commit: str, scoring: dict, rescore: bool):
         return materialize(

@@ -14,7 +14,7 @@ from dagster import DagsterInstance, materialize
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.partitions import register_partition
 
-from rag_eval_pipeline.settings import PROJECT_ROOT as REPO
+REPO = Path(__file__).resolve().parents[2]
 
 SERVER = dict(host="127.0.0.1", port=5432, user="postgres")
 
@@ -32,6 +32,8 @@ def postgres_url():
         admin.close()
 
 
+@pytest.mark.postgres
+@pytest.mark.dagster
 def test_partition_materializes_with_postgres_storage(tmp_path, monkeypatch, postgres_url, resources):
     url, database = postgres_url
     home = tmp_path / "dagster_home"
@@ -44,7 +46,7 @@ def test_partition_materializes_with_postgres_storage(tmp_path, monkeypatch, pos
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         key = register_partition(instance, "acme", "v1")
         result = materialize(
-            ALL_ASSETS, selection=["raw_documents", "document_chunks"], partition_key=key,
+            ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks"], partition_key=key,
             instance=instance, resources=resources,
         )
         assert result.success
@@ -60,7 +62,7 @@ def test_partition_materializes_with_postgres_storage(tmp_path, monkeypatch, pos
             "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' AND run_id = %s",
             (result.run_id,),
         )
-        assert cursor.fetchone() == (2,)
+        assert cursor.fetchone() == (3,)  # raw_documents, rejected_documents, document_chunks
 
 
 # --- `rag-eval` on a misconfigured Postgres instance: one line and exit 2 -------------------------
@@ -91,12 +93,15 @@ def _one_line_error(completed) -> str:
     return lines[0]
 
 
+@pytest.mark.cli
 def test_unset_postgres_url_is_one_line_naming_the_variable(tmp_path):
     line = _one_line_error(_register_with(tmp_path, DAGSTER_PG_URL=None))
 
     assert "DAGSTER_PG_URL" in line and "not set" in line
 
 
+@pytest.mark.postgres
+@pytest.mark.cli
 def test_missing_database_is_one_line_naming_it_and_how_to_create_it(tmp_path):
     name = f"rag_eval_missing_{uuid.uuid4().hex[:10]}"
 
@@ -109,6 +114,7 @@ def test_missing_database_is_one_line_naming_it_and_how_to_create_it(tmp_path):
         assert cursor.fetchone() is None  # reported, not silently created
 
 
+@pytest.mark.cli
 def test_unreachable_server_is_one_line_without_the_password(tmp_path):
     url = "postgresql://postgres:hunter2@127.0.0.1:1/dagster"  # nothing listens on port 1
 
@@ -118,6 +124,8 @@ def test_unreachable_server_is_one_line_without_the_password(tmp_path):
     assert "hunter2" not in line
 
 
+@pytest.mark.postgres
+@pytest.mark.cli
 def test_register_on_an_existing_database_succeeds(tmp_path, postgres_url):
     url, database = postgres_url
 

@@ -14,6 +14,8 @@ import pytest
 from rag_eval_pipeline.cli import main
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, QUESTION_TYPES, REJECTED_COLUMNS, SIMPLE
 
+pytestmark = [pytest.mark.cli]
+
 DEMO_FILES = ("data-retention-policy.md", "expense-and-travel-policy.md", "oncall-handbook.txt")
 
 

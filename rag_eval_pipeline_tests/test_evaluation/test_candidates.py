@@ -13,6 +13,7 @@ from rag_eval_pipeline.evaluation.candidates import (
     FAILED,
     OK,
     CandidateError,
+    CandidateSpec,
     load_entry_point,
     read_outputs_file,
     run_candidate,
@@ -100,6 +101,59 @@ def test_validate_output_says_what_is_wrong(raw, message):
 def test_validate_output_defaults_missing_contexts_and_ids():
     assert validate_output({"answer": "a"}) == ("a", [])
     assert validate_output({"answer": "a", "contexts": [{"text": "t"}]}) == ("a", [{"id": "", "text": "t"}])
+
+
+# --- candidate specs -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, kind, value", [
+    ("reference", "reference", ""),
+    ("runs/outputs.jsonl", "outputs_file", "runs/outputs.jsonl"),
+    ("my_rag.pipeline:answer", "entry_point", "my_rag.pipeline:answer"),
+    ("os:path.join", "entry_point", "os:path.join"),
+])
+def test_a_spec_parses_each_kind_and_its_text_reads_back(text, kind, value):
+    spec = CandidateSpec.parse(text)
+
+    assert (spec.kind, spec.value) == (kind, value)
+    assert str(spec) == text and CandidateSpec.parse(str(spec)) == spec
+
+
+@pytest.mark.parametrize("text", ["", "no colon", "json", "answers.csv", "pkg:", ":fn", "a b:c", None])
+def test_a_bad_spec_is_one_line_naming_the_accepted_forms(text):
+    with pytest.raises(CandidateError) as error:
+        CandidateSpec.parse(text)
+
+    message = str(error.value)
+    assert "\n" not in message and repr(text) in message
+    assert "'reference', 'package.module:function' or a path to a .jsonl outputs file" in message
+
+
+def test_a_spec_checks_its_value_whichever_way_it_is_made():
+    with pytest.raises(CandidateError, match="invalid outputs 'a.csv'"):
+        CandidateSpec("outputs_file", "a.csv")
+    with pytest.raises(CandidateError, match="unknown candidate kind 'script'"):
+        CandidateSpec("script", "x.py")
+    with pytest.raises(CandidateError, match="takes no value"):
+        CandidateSpec("reference", "x")
+    assert CandidateSpec.entry("reference") == CandidateSpec("reference")
+    with pytest.raises(CandidateError, match="invalid entry 'out.jsonl'"):  # an entry never names a file
+        CandidateSpec.entry("out.jsonl")
+
+
+def test_only_entry_points_are_held_to_the_allow_list(monkeypatch):
+    monkeypatch.setenv("RAG_EVAL_CANDIDATE_MODULES", "my_rag")
+
+    assert CandidateSpec.parse("my_rag.v2:answer").require_allowed().value == "my_rag.v2:answer"
+    assert CandidateSpec.parse("reference").require_allowed() == CandidateSpec("reference")
+    with pytest.raises(CandidateError, match="not in an allowed package"):
+        CandidateSpec.parse("os:system").require_allowed()
+
+
+def test_load_entry_point_takes_a_spec():
+    assert load_entry_point(CandidateSpec.parse("json:dumps")) is json.dumps
+    with pytest.raises(CandidateError, match="not an entry point"):
+        load_entry_point(CandidateSpec("reference"))
 
 
 # --- entry points ----------------------------------------------------------------------------

@@ -10,6 +10,9 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline import cli
+from rag_eval_pipeline.cli import files
+
+pytestmark = [pytest.mark.cli]
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 CONTEXT = "Refunds are processed within 14 days of the request. Store credit never expires."
@@ -157,7 +160,7 @@ def test_an_empty_input_is_refused_in_one_line(tmp_path):
 # --- arguments and the output path are checked before any work ----------------------------------
 
 
-def _refuse_to_judge(args):
+def _refuse_to_judge(judge):
     """A fake judge builder: any call means the run got past the checks."""
     raise AssertionError("the judge was built: the arguments were not checked first")
 
@@ -174,7 +177,7 @@ def _refuse_to_judge(args):
     (("--judge", "llm", "--concurrency", "0"), "scores.jsonl", "--concurrency must be at least 1, got 0"),
 ])
 def test_bad_arguments_are_refused_before_any_work(tmp_path, monkeypatch, capsys, extra, out_name, message):
-    monkeypatch.setattr(cli, "_cli_judge", _refuse_to_judge)
+    monkeypatch.setattr(files, "build_judge", _refuse_to_judge)
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(FAITHFUL) + "\n")
     (tmp_path / "a-file").write_text("not a folder")

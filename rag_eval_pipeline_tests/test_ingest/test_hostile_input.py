@@ -199,12 +199,13 @@ EXPECTED_REJECTIONS = {
 }
 
 
+@pytest.mark.dagster
 def test_ingest_assets_record_each_hostile_file_and_go_on(root, hostile_tenant, tmp_path):
     warehouse_root = tmp_path / "warehouse"
     with instance_for_test() as instance:
         key = register_partition(instance, "acme", "v1")
         result = materialize(
-            ALL_ASSETS, selection=["raw_documents", "document_chunks"], partition_key=key,
+            ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks"], partition_key=key,
             instance=instance, resources=local_resources(root, warehouse_root),
         )
     assert result.success

@@ -97,6 +97,7 @@ def _assert_well_formed(task: GenerationTask, outcome, generator: LLMGenerator) 
 # --- the real local server ----------------------------------------------------------------------------
 
 
+@pytest.mark.llm
 def test_one_task_of_each_type_against_the_real_server(llama_server):
     generator = build_llm_generator(real_settings(llama_server))
     assert generator.name == f"llm:{llama_server.model}"
@@ -114,6 +115,7 @@ def test_one_task_of_each_type_against_the_real_server(llama_server):
     assert generator.usage["calls"] >= len(tasks) and generator.usage["completion_tokens"] > 0
 
 
+@pytest.mark.llm
 def test_a_rerun_with_the_same_cache_makes_no_call_and_gives_identical_outcomes(llama_server, tmp_path):
     cache = str(tmp_path / "generator.sqlite")
     tasks = [TASKS[SIMPLE], TASKS[UNANSWERABLE]]

@@ -1,13 +1,17 @@
 """synthetic_qa with the LLM generator, through the judge resource's server (the real local llama.cpp)."""
 
+import pytest
 from dagster import AssetKey, materialize
 
+from rag_eval_pipeline.automation.jobs import SYNTHESIS_ASSETS
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.resources import JudgeResource
 from rag_eval_pipeline.synthesis.items import QUESTION_TYPES, REFUSAL
 from rag_eval_pipeline.core.warehouse import Warehouse
 
-SYNTHESIS = ["raw_documents", "document_chunks", "chunk_clusters", "synthetic_qa", "golden_set"]
+pytestmark = [pytest.mark.llm, pytest.mark.dagster]
+
+SYNTHESIS = SYNTHESIS_ASSETS  # every table of the synthesis track: a step writing several writes them all
 
 
 def test_llm_generator_writes_every_type_or_says_why(llama_server, acme_key, instance, resources, tenant_dirs):

@@ -62,6 +62,7 @@ def _assert_well_formed(results):
             )
 
 
+@pytest.mark.llm
 def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama_server, embedder, tmp_path):
     cache = JudgeCache(tmp_path / "judge.sqlite")
     first, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, cache), embedder, CORE)
@@ -82,6 +83,7 @@ def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama
     ]
 
 
+@pytest.mark.llm
 def test_fused_mode_makes_one_call_per_item(llama_server, embedder):
     results, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE)
     _assert_well_formed(results)
@@ -90,6 +92,7 @@ def test_fused_mode_makes_one_call_per_item(llama_server, embedder):
     assert usage["fused_triad"]["calls"] - usage["fused_triad"]["retries"] == len(ITEMS)
 
 
+@pytest.mark.llm
 def test_concurrency_is_bounded(llama_server, embedder):
     judge = judge_for(llama_server.base_url, llama_server.model, concurrency=2)
     in_flight, peak = 0, 0
@@ -110,6 +113,7 @@ def test_concurrency_is_bounded(llama_server, embedder):
     assert peak == 2  # several calls were in flight at once, never more than allowed
 
 
+@pytest.mark.llm
 def test_truncated_replies_are_retried_once_then_unmeasured(llama_server, embedder):
     judge = judge_for(llama_server.base_url, llama_server.model, max_tokens=4)
     results, judgements = score_items(ITEMS[:1], judge, embedder, ("faithfulness", "context_recall"))
@@ -119,12 +123,14 @@ def test_truncated_replies_are_retried_once_then_unmeasured(llama_server, embedd
     assert all(kind["calls"] == 2 and kind["retries"] == 1 for kind in total_usage(judgements).values())
 
 
+@pytest.mark.llm
 def test_json_schema_mode_on_llama_cpp_is_a_clear_configuration_error(llama_server, embedder):
     settings = LLMSettings(base_url=llama_server.base_url, model=llama_server.model, response_format="json_schema")
     with pytest.raises(JudgeMisconfigured, match="json_object_schema"):
         score_items(ITEMS[:1], LLMJudge(StructuredLLM(settings)), embedder, ("faithfulness",))
 
 
+@pytest.mark.llm
 def test_a_killed_server_fails_with_its_url(embedder):
     with LocalLlamaServer() as server:
         url, model = server.base_url, server.model

@@ -1,11 +1,14 @@
 """metric_scores with the judge resource pointed at the real local LLM server, through Dagster."""
 
+import pytest
 from dagster import AssetKey, materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.core.judging.llm_judge import prompt_version
 from rag_eval_pipeline.resources import JudgeResource
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
+
+pytestmark = [pytest.mark.llm, pytest.mark.dagster]
 
 
 def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, acme_key, instance, resources):
@@ -28,7 +31,7 @@ def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, 
     assert set(scores["judge"]) == {f"llm:{llama_server.model}:decomposed:prompt-{prompt_version(3)}"}
     faithfulness = scores[scores["metric"] == "faithfulness"]
     # The LLM judge also verified the golden set (SmolLM2 is near chance there): one row per kept item.
-    golden = result.output_for_node("golden_set")
+    golden = result.output_for_node("golden_set", "golden_set")
     assert len(faithfulness) == len(golden) >= 1
     assert ((faithfulness["status"] == "ok") | (faithfulness["reason"] != "")).all()
 

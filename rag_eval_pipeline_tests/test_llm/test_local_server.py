@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer, LocalServerError, smollm2_model_path
 
+pytestmark = [pytest.mark.llm]
+
 MESSAGES = [
     {"role": "system", "content": "You are a strict grader. Answer only with JSON."},
     {"role": "user", "content": "Context: Paris is the capital of France.\nClaim: Paris is the capital of France.\nIs the claim supported?"},

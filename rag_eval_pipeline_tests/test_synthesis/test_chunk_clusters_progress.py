@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pandas as pd
+import pytest
 from dagster import materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
@@ -37,8 +38,9 @@ def test_test_nodes_logs_the_embedding_batches_and_every_later_phase(caplog):
     assert all(m.endswith("texts/s") for m in messages if m.startswith("embedded "))
 
 
+@pytest.mark.dagster
 def test_the_asset_logs_its_progress_to_the_run_log(instance, acme_key, resources):
-    result = materialize(ALL_ASSETS, selection=["raw_documents", "document_chunks", "chunk_clusters"],
+    result = materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters"],
                          partition_key=acme_key, instance=instance, resources=resources)
 
     assert result.success

@@ -73,3 +73,17 @@ def test_min_cluster_size_scales_with_the_corpus_within_bounds():
     assert min_cluster_size_for(400) == 10
     assert sizes[-1] == 25 and min_cluster_size_for(10_000) == 25  # capped at 25
     assert sizes == sorted(sizes)  # non-decreasing
+
+
+def test_clusters_match_the_hdbscan_package_that_chose_the_sizes():
+    # Three noisy blobs on which scikit-learn's HDBSCAN, given the same min_samples, finds 7 outliers:
+    # it counts a point among its own neighbours. The hdbscan package, which min_cluster_size_for was
+    # tuned with, found 2 clusters and no outlier here; so does cluster_chunks.
+    rng = np.random.default_rng(5)
+    points = np.vstack([np.eye(16)[i] + 0.25 * rng.standard_normal((20, 16)) for i in range(3)])
+    vectors = points / np.linalg.norm(points, axis=1, keepdims=True)
+
+    frame = cluster_chunks([f"c{i}" for i in range(len(vectors))], vectors)
+
+    assert frame["cluster_id"].nunique() == 2
+    assert not frame["is_outlier"].any()

@@ -5,9 +5,9 @@
 
 import pandas as pd
 import pytest
-from dagster import asset, instance_for_test, materialize
+from dagster import AssetOut, Output, asset, instance_for_test, materialize, multi_asset
 
-from rag_eval_pipeline.partitions import register_partition, split_key, tenant_version_partitions
+from rag_eval_pipeline.partitions import register_partition, tenant_version_partitions
 from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
 from rag_eval_pipeline.synthesis.checks import PLAN_TABLE, expected_types, golden_set_expectations
 from rag_eval_pipeline.synthesis.expectations import (
@@ -219,17 +219,15 @@ def test_the_suite_is_quiet_and_writes_no_files(good, tmp_path, monkeypatch, cap
 # ---- the Dagster check ------------------------------------------------------------------------
 
 
-def test_expected_types_are_the_types_planned_in_earnest(tmp_path):
-    store = Warehouse(tmp_path)
-    assert expected_types(store, "acme", "v1") == set()  # no plan: nothing is required
-    store.write("acme", "v1", PLAN_TABLE, _plan({"simple": 5, "reasoning": 3, "multi_context": 2}))
-    assert expected_types(store, "acme", "v1") == {"simple", "reasoning"}
+def test_expected_types_are_the_types_planned_in_earnest():
+    assert expected_types(_plan({})) == set()  # an empty plan: nothing is required
+    assert expected_types(_plan({"simple": 5, "reasoning": 3, "multi_context": 2})) == {"simple", "reasoning"}
 
 
 def _plan(planned: dict[str, int]) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "question_type": list(planned),
+            "question_type": pd.Series(list(planned), dtype=object),
             "requested": list(planned.values()),
             "planned": list(planned.values()),
             "generated": list(planned.values()),
@@ -240,17 +238,17 @@ def _plan(planned: dict[str, int]) -> pd.DataFrame:
 
 
 def _stub_assets(golden: pd.DataFrame, plan=None):
-    """document_chunks -> golden_set -> downstream (a stand-in for the audit), partitioned like the project."""
+    """document_chunks -> golden_set + its plan -> downstream (a stand-in for the audit), partitioned like
+    the project; no plan is an empty one."""
 
     @asset(partitions_def=tenant_version_partitions)
     def document_chunks() -> pd.DataFrame:
         return pd.DataFrame({"chunk_id": sorted(CHUNK_IDS), "text": ["a", "b", "c"]})
 
-    @asset(partitions_def=tenant_version_partitions)
-    def golden_set(context, warehouse: WarehouseResource, document_chunks: pd.DataFrame) -> pd.DataFrame:
-        if plan is not None:
-            warehouse.store().write(*split_key(context.partition_key), PLAN_TABLE, plan)
-        return golden
+    @multi_asset(outs={"golden_set": AssetOut(), PLAN_TABLE: AssetOut()}, partitions_def=tenant_version_partitions)
+    def golden_set(document_chunks: pd.DataFrame):
+        yield Output(golden, output_name="golden_set")
+        yield Output(_plan({}) if plan is None else plan, output_name=PLAN_TABLE)
 
     @asset(partitions_def=tenant_version_partitions)
     def downstream(golden_set: pd.DataFrame) -> pd.DataFrame:
@@ -285,7 +283,7 @@ def test_a_good_golden_set_passes_the_check_and_the_run_goes_on(good, instance, 
     assert evaluation.check_name == "golden_set_expectations" and evaluation.passed
     assert evaluation.partition == str(key)  # one result per (tenant, dataset_version)
     assert evaluation.metadata["items"].value == 4 and evaluation.metadata["failed_expectations"].value == 0
-    assert materialized == {"document_chunks", "golden_set", "downstream"}
+    assert materialized == {"document_chunks", "golden_set", PLAN_TABLE, "downstream"}
     assert Warehouse(tmp_path).exists("acme", "v1", "downstream")
     # Passing the check is what publishes the golden set.
     manifest = read_manifest(Warehouse(tmp_path), "acme", "v1")
@@ -301,7 +299,7 @@ def test_a_bad_golden_set_fails_the_check_and_blocks_what_is_downstream(good, in
     assert not evaluation.passed and evaluation.severity.value == "ERROR"
     assert evaluation.metadata["failed_expectations"].value == 1
     assert UNIQUE in evaluation.metadata["failures"].value
-    assert materialized == {"document_chunks", "golden_set"}  # the check ran after golden_set...
+    assert materialized == {"document_chunks", "golden_set", PLAN_TABLE}  # the check ran after golden_set...
     assert not Warehouse(tmp_path).exists("acme", "v1", "downstream")  # ...and stopped this
     # ...and a golden set that fails its check is never published: no later gate can pick it.
     assert Warehouse(tmp_path).exists("acme", "v1", "golden_set")

@@ -409,6 +409,7 @@ def _rag_eval(*args) -> int:
     return main(list(args))
 
 
+@pytest.mark.cli
 def test_review_round_trip_then_diff_on_the_command_line(cli_env, tmp_path, capsys):
     from rag_eval_pipeline.instance import local_instance
     from rag_eval_pipeline.synthesis.versions import content_hash, read_manifest
@@ -462,6 +463,29 @@ def test_review_round_trip_then_diff_on_the_command_line(cli_env, tmp_path, caps
     assert "1 removed, 1 edited" in diff_path.read_text(encoding="utf-8")
 
 
+@pytest.mark.cli
+def test_review_import_records_what_it_wrote_in_the_dagster_instance(cli_env, tmp_path):
+    """The UI shows the new version as built: each table written has a materialization in its partition."""
+    from dagster import AssetKey
+
+    from rag_eval_pipeline.instance import local_instance
+    from rag_eval_pipeline.partitions import partition_key
+
+    sheet_path = tmp_path / "review.csv"
+    assert _rag_eval("review", "export", "--tenant", "acme", "--version", "v1", "--out", str(sheet_path)) == 0
+    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
+                     "--new-version", "v2") == 0
+
+    instance, v2 = local_instance(), str(partition_key("acme", "v2"))
+    [record] = instance.fetch_materializations(AssetKey("golden_set"), limit=10).records
+    assert record.asset_materialization.partition == v2
+    assert record.asset_materialization.metadata["dagster/row_count"].value == len(ITEMS)
+    assert "review of acme/v1" in record.asset_materialization.description
+    for name in ("golden_set", "rejected_qa", "raw_documents", "document_chunks", "chunk_clusters"):
+        assert instance.get_materialized_partitions(AssetKey(name)) == {v2}, name
+
+
+@pytest.mark.cli
 def test_jsonl_review_import_with_an_unsupported_edit(cli_env, tmp_path, capsys):
     sheet_path = tmp_path / "review.jsonl"
     assert _rag_eval("review", "export", "--tenant", "acme", "--version", "v1", "--out", str(sheet_path)) == 0
@@ -479,7 +503,10 @@ def test_jsonl_review_import_with_an_unsupported_edit(cli_env, tmp_path, capsys)
     assert len(cli_env.read("acme", "v2-reviewed", "golden_set")) == 3
 
 
+@pytest.mark.cli
 def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
+    from dagster import AssetKey
+
     from rag_eval_pipeline.instance import local_instance
 
     sheet_path = tmp_path / "review.csv"
@@ -491,6 +518,7 @@ def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
     assert "row 3 " in capsys.readouterr().err
     assert not cli_env.partition_dir("acme", "v3").exists()
     assert not local_instance().has_dynamic_partition("dataset_version", "v3")
+    assert local_instance().get_materialized_partitions(AssetKey("golden_set")) == set()  # nothing recorded
 
 
 @pytest.mark.parametrize("args, message", [
@@ -504,6 +532,7 @@ def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
     (("review", "export", "--tenant", "acme", "--version", "v1", "--out", "x.xlsx"), "use .csv or .jsonl"),
     (("diff", "--tenant", "acme", "--from", "v1", "--to", "v8"), "no 'golden_set' table"),
 ])
+@pytest.mark.cli
 def test_command_errors_exit_2_with_a_message(cli_env, tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     assert _rag_eval(*args) == 2

@@ -27,7 +27,7 @@ from rag_eval_pipeline.synthesis.items import (
     make_item,
 )
 from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
-from rag_eval_pipeline.synthesis.pipeline import PLAN_COLUMNS, parse_mix
+from rag_eval_pipeline.synthesis.pipeline import GENERATION_PLAN_COLUMNS, PLAN_COLUMNS, parse_mix
 
 STAGES = {"generation", "form", "gold_ids", "leak", "grounding", "answerable", "duplicate", "retrieval"}
 
@@ -311,8 +311,8 @@ def test_synthesize_returns_items_failures_and_a_plan(embedder):
 
     items, failures, plan = pipeline.synthesize(CHUNKS, NODES, {}, generator, 6)
 
-    assert list(plan.columns) == PLAN_COLUMNS
-    assert plan["planned"].sum() == 6 and plan["kept"].sum() == 0
+    assert list(plan.columns) == GENERATION_PLAN_COLUMNS  # nothing is kept before verification
+    assert plan["planned"].sum() == 6
     assert plan["generated"].sum() == len(items)
     assert list(failures.columns) == REJECTED_COLUMNS and set(failures["stage"]) <= {"generation"}
     assert set(items["source_chunk_ids"].explode()) <= set(CHUNKS["chunk_id"])

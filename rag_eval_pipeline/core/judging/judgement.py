@@ -8,7 +8,6 @@ so a metric that could not be measured says why instead of scoring 0 or NaN.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 # The primitive judgements, and the metrics that need each one.
 ANSWER_STATEMENTS = "answer_statements"  # statements of A, each supported by C or not
@@ -59,9 +58,6 @@ class Correctness:
     true_positives: list[str]  # statements of A that G supports
     false_positives: list[str]  # statements of A that G does not support
     false_negatives: list[str]  # statements of G missing from A
-
-
-Outcome = Union[list[Verdict], GeneratedQuestions, list[int], Correctness, Failure, None]
 
 
 @dataclass

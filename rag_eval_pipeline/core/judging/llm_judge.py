@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rag_eval_pipeline.core.defaults import DEFAULT_JUDGE_MODE, JUDGE_MODES
 from rag_eval_pipeline.core.judging.judgement import (
     ANSWER_STATEMENTS,
     CHUNK_RELEVANCE,
@@ -176,8 +177,8 @@ def _numbered(texts: list[str]) -> str:
 
 
 class LLMJudge:
-    def __init__(self, llm: StructuredLLM, mode: str = "decomposed", n_questions: int = 3):
-        if mode not in ("decomposed", "fused"):
+    def __init__(self, llm: StructuredLLM, mode: str = DEFAULT_JUDGE_MODE, n_questions: int = 3):
+        if mode not in JUDGE_MODES:
             raise ValueError(f"mode must be 'decomposed' or 'fused', got {mode!r}")
         self.llm, self.mode, self.n_questions = llm, mode, n_questions
         self.name = f"llm:{llm.settings.model}:{mode}:prompt-{prompt_version(n_questions)}"
@@ -307,7 +308,7 @@ class LLMJudge:
         )
 
 
-def build_llm_judge(settings: LLMSettings, mode: str = "decomposed", cache_path: str | None = None) -> LLMJudge:
+def build_llm_judge(settings: LLMSettings, mode: str = DEFAULT_JUDGE_MODE, cache_path: str | None = None) -> LLMJudge:
     """The LLM judge with its on-disk call cache (in memory when no path is given)."""
     return LLMJudge(StructuredLLM(settings, JudgeCache(cache_path or None)), mode=mode)
 

@@ -1,6 +1,12 @@
-"""The metrics of the design documents, as pure functions of one item and the judge's judgement.
+"""The metrics, as pure functions of one item and the judge's judgement.
 
-Formulas (seed 000 section 3, seed 003 for retrieval, seed 004 for contextual relevancy):
+Formulas. Faithfulness and answer relevance follow Es et al., "RAGAS: Automated Evaluation of Retrieval
+Augmented Generation" (EACL 2024 demo track, arXiv:2309.15217); context recall, context precision and
+answer correctness (with its default weights) follow the Ragas library's metric documentation;
+contextual relevancy follows DeepEval's metric of that name; hit rate@k and MRR are the standard
+information-retrieval measures. Q: the question, A: the answer, C: the retrieved contexts, G: the
+ground truth.
+
   faithfulness          F  = supported statements of A / statements of A
   answer_relevance      AR = mean_i cos(e_Q, e_q'_i) over questions q'_i generated from A; 0 if A is noncommittal
   context_recall        CR = sentences of G supported by C / sentences of G
@@ -18,16 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rag_eval_pipeline.core.defaults import ALL_METRICS
 from rag_eval_pipeline.core.embeddings import Embedder
 from rag_eval_pipeline.core.judging.judgement import Failure, Judgement, Verdict, needed_judgements
 from rag_eval_pipeline.core.judging.results import MetricResult, measured, unmeasured
 from rag_eval_pipeline.core.text import is_noncommittal
 
-RETRIEVAL_METRICS = ("hit_rate", "mrr")
-JUDGED_METRICS = (
-    "faithfulness", "answer_relevance", "context_recall", "context_precision", "contextual_relevancy", "answer_correctness",
-)
-ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
 CORRECTNESS_WEIGHTS = (0.75, 0.25)  # statement F1, semantic similarity
 
 

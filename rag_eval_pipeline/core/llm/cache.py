@@ -2,16 +2,21 @@
 
 The key is the sha256 of the whole request (model, messages, schema, sampling parameters), so a
 re-run or a resumed run makes no repeated call and gets the same answer, and any change to the
-prompt or the model is a new key rather than a stale hit.
+prompt or the model is a new key rather than a stale hit. The reply and its token counts are stored
+as one JSON blob in the shared SQLite store (core.sqlite_cache).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 from pathlib import Path
+
+from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+
+# Files written before the shared store kept one column per field in a table `calls`.
+_EARLIER_LAYOUT = ("calls", "SELECT key, CAST(json_object('content', content, 'prompt_tokens', prompt_tokens, "
+                            "'completion_tokens', completion_tokens) AS BLOB) FROM calls")
 
 
 def request_key(request: dict) -> str:
@@ -20,26 +25,20 @@ def request_key(request: dict) -> str:
 
 class JudgeCache:
     def __init__(self, path: Path | str | None = None):
-        self.path = str(path) if path else ""  # "" when in memory: nothing survives the process
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, content TEXT, prompt_tokens INT, completion_tokens INT)"
-        )
-        self._lock = threading.Lock()
+        self._store = SqliteCache(path, "judge_calls")
+        self._store.adopt(*_EARLIER_LAYOUT)
+        self.path = self._store.path  # "" when in memory: nothing survives the process
 
     def get(self, key: str) -> tuple[str, int, int] | None:
-        with self._lock:
-            return self._db.execute(
-                "SELECT content, prompt_tokens, completion_tokens FROM calls WHERE key = ?", (key,)
-            ).fetchone()
+        blob = self._store.get(key)
+        if blob is None:
+            return None
+        reply = json.loads(blob)
+        return reply["content"], reply["prompt_tokens"], reply["completion_tokens"]
 
     def put(self, key: str, content: str, prompt_tokens: int, completion_tokens: int) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)", (key, content, prompt_tokens, completion_tokens))
-            self._db.commit()
+        reply = {"content": content, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        self._store.put(key, json.dumps(reply, ensure_ascii=False).encode("utf-8"))
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT count(*) FROM calls").fetchone()[0]
+        return len(self._store)

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 import openai
 from pydantic import BaseModel, ValidationError
 
+from rag_eval_pipeline.core.defaults import (
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_RESPONSE_FORMAT, DEFAULT_TIMEOUT_S, NO_API_KEY, RESPONSE_FORMATS,
+)
 from rag_eval_pipeline.core.llm.cache import JudgeCache, request_key
 
-RESPONSE_FORMATS = ("json_schema", "json_object_schema")
 
 
 class JudgeUnavailable(RuntimeError):
@@ -40,11 +42,6 @@ class _NotSent(Exception):
     """A call skipped because another one already failed for good: the run is stopping."""
 
 
-# A server that never answers fails a call after (1 + max_retries) x timeout_s plus about 1.5 s of
-# backoff: 4.5 minutes with these defaults. An attempt's time includes waiting in the server's queue,
-# so a slow CPU server with several calls in flight may need a longer timeout.
-DEFAULT_TIMEOUT_S = 90.0
-DEFAULT_MAX_RETRIES = 2
 RETRY_REMINDER = "Reply with one JSON object that follows the schema exactly."
 
 
@@ -52,13 +49,13 @@ RETRY_REMINDER = "Reply with one JSON object that follows the schema exactly."
 class LLMSettings:
     base_url: str
     model: str
-    api_key: str = "not-needed"
+    api_key: str = NO_API_KEY
     temperature: float = 0.0
     seed: int = 7
     max_tokens: int = 768
     timeout_s: float = DEFAULT_TIMEOUT_S  # per attempt of one call
-    response_format: str = "json_schema"
-    concurrency: int = 4
+    response_format: str = DEFAULT_RESPONSE_FORMAT
+    concurrency: int = DEFAULT_CONCURRENCY
     max_retries: int = DEFAULT_MAX_RETRIES  # per call, on top of the first attempt
 
     def __post_init__(self) -> None:

@@ -1,8 +1,4 @@
-"""The CI gate's outcome: an exit code and a JUnit XML file that CI systems show per metric.
-
-Exit codes: 0 the candidate passes (or there was no baseline yet and it became the baseline),
-1 a regression blocks it, 2 the gate could not decide (bad input, failed run).
-"""
+"""The CI gate's verdict as JUnit XML, which CI systems show per metric."""
 
 from __future__ import annotations
 
@@ -11,13 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
-
-PASSED, REGRESSED, ERROR = 0, 1, 2
-
-
-def exit_code(verdict: str) -> int:
-    return REGRESSED if verdict in (BLOCK, NOTHING_SCORED) else PASSED
+from rag_eval_pipeline.core.files import atomic_write_text
 
 
 def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
@@ -35,10 +25,7 @@ def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
 
 
 def write_junit(report: pd.DataFrame, suite_name: str, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(report, suite_name) + "\n", encoding="utf-8")
-    return path
+    return atomic_write_text(Path(path), junit_xml(report, suite_name) + "\n")
 
 
 def _failure_message(row: dict) -> str:

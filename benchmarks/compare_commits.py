@@ -1,0 +1,122 @@
+"""Whole commands timed on this checkout and on an earlier commit, interleaved in one run.
+
+    .venv/bin/python benchmarks/compare_commits.py --against ff61110 [--runs 5] [--suite]
+
+The earlier commit is checked out with `git worktree` beside the repository (so its tests find
+`../shared` too) and run with the same virtual environment, its own code first on PYTHONPATH. Each
+measurement runs both trees in turn, `--runs` times, so machine load hits both alike; medians and the
+ratio this/earlier are reported. Measurements:
+
+- `help`: `rag-eval --help` in a fresh process; peer `python -c "import pandas"` in the same run.
+- `gate`: `rag-eval gate` of the reference candidate on the demo tenant (its golden set made once per
+  tree with `rag-eval demo`, in a temporary DAGSTER_HOME and warehouse).
+- `lineage` and `offline_throughput`: each tree's own `benchmarks/lineage_run.py` (demo corpus) and
+  `benchmarks/offline_throughput.py`, timed as whole commands.
+- `--suite`: the whole test suite (`python -m pytest -q`), once per tree (about 40 minutes in all on 2
+  cores), and this tree's fast tier (`-m "not dagster and not cli and not llm and not ui and not postgres"`).
+
+Writes benchmarks/results/compare_commits.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+FAST_TIER = "not dagster and not cli and not llm and not ui and not postgres"
+
+
+def rag_eval(*args: str) -> list[str]:
+    """`rag-eval` of whichever tree is first on PYTHONPATH (the console script would pin this checkout)."""
+    return [sys.executable, "-c", "import sys; from rag_eval_pipeline.cli import main; sys.exit(main())", *args]
+
+
+class Tree:
+    def __init__(self, name: str, root: Path, scratch: Path):
+        self.name, self.root = name, root
+        home, warehouse = scratch / name / "home", scratch / name / "warehouse"
+        home.mkdir(parents=True)
+        self.env = {
+            **os.environ, "PYTHONPATH": str(root), "DAGSTER_HOME": str(home),
+            "RAG_EVAL_WAREHOUSE": str(warehouse), "RAG_EVAL_DOCUMENTS_ROOT": str(root / "data" / "tenants"),
+        }
+
+    def timed(self, command: list[str], expect: int = 0, timeout: int = 3600) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
+        elapsed = time.perf_counter() - started
+        if done.returncode != expect:
+            tail = (done.stdout + done.stderr)[-2000:]
+            raise SystemExit(f"[{self.name}] {' '.join(command)} exited {done.returncode}, expected {expect}:\n{tail}")
+        return round(elapsed, 2)
+
+
+def add_worktree(revision: str) -> Path:
+    sha = subprocess.check_output(["git", "rev-parse", "--short", revision], cwd=REPO_ROOT, text=True).strip()
+    path = REPO_ROOT.parent / f".rag-eval-bench-{sha}"
+    if not path.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(path), sha], cwd=REPO_ROOT, check=True,
+                       capture_output=True)
+    return path
+
+
+def paired(trees: list[Tree], command, runs: int, expect: int = 0) -> dict:
+    samples = {tree.name: [] for tree in trees}
+    for run in range(runs):
+        for tree in trees if run % 2 == 0 else reversed(trees):  # alternate the order: no tree always goes first
+            samples[tree.name].append(tree.timed(command(tree, run), expect))
+    return {name: {"median_s": statistics.median(s), "runs_s": s} for name, s in samples.items()}
+
+
+def with_ratio(figures: dict, this: str, earlier: str) -> dict:
+    figures["ratio_this_to_earlier"] = round(figures[this]["median_s"] / figures[earlier]["median_s"], 3)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, help="the earlier commit, e.g. the last one before a change")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--suite", action="store_true", help="also time the whole test suite once per tree")
+    args = parser.parse_args()
+    earlier_root = add_worktree(args.against)
+    this_sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, text=True).strip()
+    results: dict = {"this": this_sha, "earlier": earlier_root.name.rsplit("-", 1)[1], "runs": args.runs}
+    with tempfile.TemporaryDirectory() as scratch:
+        this, earlier = Tree("this", REPO_ROOT, Path(scratch)), Tree("earlier", earlier_root, Path(scratch))
+        trees = [this, earlier]
+        peer = Tree("peer", REPO_ROOT, Path(scratch))
+        help_times = paired([this, earlier, peer], lambda t, _: [sys.executable, "-c", "import pandas"] if t is peer
+                            else rag_eval("--help"), args.runs)
+        results["help"] = with_ratio(help_times, "this", "earlier")
+        for tree in trees:  # the demo tenant's golden set and first baseline, once per tree
+            tree.timed(rag_eval("demo"))
+        results["gate"] = with_ratio(paired(trees, lambda t, run: rag_eval(
+            "gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs), "this", "earlier")
+        results["lineage_demo"] = with_ratio(paired(trees, lambda t, run: [
+            sys.executable, "benchmarks/lineage_run.py", "--docs", "data/tenants/demo", "--name", "demo"],
+            max(1, args.runs // 2)), "this", "earlier")
+        results["offline_throughput"] = with_ratio(paired(trees, lambda t, run: [
+            sys.executable, "benchmarks/offline_throughput.py"], max(1, args.runs // 2)), "this", "earlier")
+        if args.suite:
+            suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1), "this", "earlier")
+            results["fast_tier"] = {"this": {"median_s": this.timed([*suite, "-m", FAST_TIER])}}
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "compare_commits.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The one place a run's config is built, for the CLI, the sensors and the schedules.
+
+Every op's config is the asset's own Config class, so a field renamed or mistyped there fails here,
+in Python, rather than as a config error at launch.
+"""
+
+from __future__ import annotations
+
+from dagster import Config, RunConfig
+
+from rag_eval_pipeline.automation.jobs import (
+    AUDIT_ASSETS,
+    SYNTHESIS_ASSETS,
+    audit_job,
+    full_pipeline_job,
+    synthesis_job,
+)
+from rag_eval_pipeline.core.names import validate_commit
+from rag_eval_pipeline.evaluation.assets import CandidateSettings
+from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
+from rag_eval_pipeline.ingest.assets import ChunkingSettings
+from rag_eval_pipeline.reporting.assets import ReportSettings
+from rag_eval_pipeline.synthesis.assets import SynthesisSettings, VerificationConfig
+
+# The assets each job materializes: only their ops may be configured (Dagster refuses config for others).
+JOB_ASSETS: dict[str, tuple[str, ...]] = {
+    full_pipeline_job.name: (*SYNTHESIS_ASSETS, *AUDIT_ASSETS),
+    synthesis_job.name: tuple(SYNTHESIS_ASSETS),
+    audit_job.name: tuple(AUDIT_ASSETS),
+}
+DEFAULT_COMMIT = "working-tree"
+
+
+def lineage_run_config(
+    job_name: str,
+    candidate: CandidateSpec | None = None,
+    commit: str = DEFAULT_COMMIT,
+    report: ReportSettings | None = None,
+    log_level: str | None = "WARNING",
+    chunking: ChunkingSettings | None = None,
+    synthesis: SynthesisSettings | None = None,
+    verification: VerificationConfig | None = None,
+) -> RunConfig:
+    """The run config of one lineage job; ops the job does not materialize are left out.
+
+    candidate and commit configure `candidate_outputs` (the reference candidate when candidate is
+    None); report, chunking, synthesis and verification their assets' Config (their defaults when
+    None). log_level sets the console logger (None: Dagster's default, every event).
+    ValueError (one line) for an unknown job or a malformed commit.
+
+    Example:
+        >>> config = lineage_run_config(
+        ...     "audit", CandidateSpec.parse("my_rag.pipeline:answer"), commit="3f2a9c1",
+        ...     report=ReportSettings(branch="main"), log_level=None,
+        ... )
+        >>> config.ops["candidate_outputs"].candidate, config.ops["regression_report"].branch
+        ('my_rag.pipeline:answer', 'main')
+        >>> sorted(lineage_run_config("synthesis").ops)
+        []
+    """
+    if job_name not in JOB_ASSETS:
+        raise ValueError(f"unknown job {job_name!r}: expected one of {', '.join(JOB_ASSETS)}")
+    audited = CandidateSettings(candidate=str(candidate or REFERENCE_SPEC), commit=validate_commit(commit))
+    configs: dict[str, Config | None] = {
+        "document_chunks": chunking,
+        "synthetic_qa": synthesis,
+        "golden_set": verification,
+        "candidate_outputs": audited,
+        "regression_report": report or ReportSettings(),
+    }
+    selected = JOB_ASSETS[job_name]
+    ops = {name: value for name, value in configs.items() if value is not None and name in selected}
+    loggers = {"console": {"config": {"log_level": log_level}}} if log_level else None
+    return RunConfig(ops=ops, loggers=loggers)

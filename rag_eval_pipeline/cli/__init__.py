@@ -1,0 +1,31 @@
+"""`rag-eval`: register tenants and versions, run the lineage and the demo, gate candidates, score
+and synthesize files, review golden sets, and manage baselines.
+
+Each command imports what it needs when it runs, so `rag-eval --help` starts without Dagster,
+torch or pandas. Bad input ends in one line, `error: ...`, and exit 2 (see errors.py).
+"""
+
+from __future__ import annotations
+
+import click
+
+from rag_eval_pipeline.cli import baseline, errors, files, lineage, review
+
+
+@click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False)
+def rag_eval() -> None:
+    pass
+
+
+for command in (lineage.register, lineage.run, lineage.demo, files.evaluate, files.synthesize, lineage.gate,
+                review.diff, review.review, baseline.baseline):
+    rag_eval.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `rag-eval` with argv (default: the process's arguments); the exit status."""
+    return errors.run(rag_eval, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""`rag-eval baseline show|promote`: a tenant's baseline history, and an explicit promotion.
+
+A promotion names a commit that was already audited on the golden-set version: its archived scores
+become what later candidates are compared with, without running it again.
+"""
+
+from __future__ import annotations
+
+import click
+
+from rag_eval_pipeline.cli.errors import BadInput
+from rag_eval_pipeline.cli.options import settings
+
+
+def _store():
+    from rag_eval_pipeline.core.warehouse import Warehouse
+    from rag_eval_pipeline.reporting.baselines import BaselineStore
+
+    warehouse = Warehouse(settings().warehouse_root)
+    return warehouse, BaselineStore(warehouse)
+
+
+@click.group(help="show a tenant's baseline history, or promote an audited commit", no_args_is_help=False)
+def baseline() -> None:
+    pass
+
+
+@baseline.command(help="every promotion, oldest first, and the audited commits")
+@click.option("--tenant", required=True)
+@click.option("--version", help="only this golden-set version")
+def show(tenant: str, version: str | None) -> int:
+    _, store = _store()
+    history = store.history(tenant, version)
+    if not history:
+        click.echo(f"tenant {tenant!r} has no baseline yet" + (f" on version {version!r}" if version else ""))
+    for promotion in history:
+        click.echo(f"{promotion.promoted_at}  {promotion.version}  {promotion.commit}  {promotion.reason}"
+                   + (f"  (branch {promotion.branch})" if promotion.branch else ""))
+    versions = [version] if version else sorted({p.version for p in history})
+    for shown in versions:
+        click.echo(f"audited on {shown}: {', '.join(store.audited_commits(tenant, shown)) or 'none'}")
+    return 0
+
+
+@baseline.command(help="make an audited commit the baseline")
+@click.option("--tenant", required=True)
+@click.option("--commit", required=True)
+@click.option("--version", help="golden-set version (default: the tenant's latest published one)")
+def promote(tenant: str, commit: str, version: str | None) -> int:
+    from rag_eval_pipeline.reporting.baselines import EXPLICIT
+    from rag_eval_pipeline.synthesis.versions import latest_version
+
+    warehouse, store = _store()
+    version = version or latest_version(warehouse, tenant)
+    if version is None:
+        raise BadInput(f"tenant {tenant!r} has no published golden set yet")
+    promotion = store.promote(tenant, version, commit, EXPLICIT)
+    click.echo(f"{promotion.commit} is now the baseline of {tenant}/{version} ({promotion.reason})")
+    return 0

@@ -1,0 +1,146 @@
+"""`rag-eval evaluate` and `rag-eval synthesize`: files in, files out; no tenant, no Dagster run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from rag_eval_pipeline.cli.errors import BadInput
+from rag_eval_pipeline.cli.options import JudgeOptions, judge_options, progress_logging, settings
+from rag_eval_pipeline.core.defaults import ALL_METRICS, DEFAULT_MIX, MAX_FIELD_CHARS
+
+BATCH_SIZE = 32  # rows scored between two updates of the progress bar
+
+
+@click.command(help="score a file of (question, contexts, answer, ground truth) rows")
+@click.option("--input", "input_path", required=True, type=click.Path(path_type=Path),
+              help=f".jsonl, .csv or .parquet; a row with a text field over {MAX_FIELD_CHARS:,} characters is "
+                   "reported and not scored")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help=".jsonl, .csv or .parquet")
+@click.option("--metrics", default=",".join(ALL_METRICS), show_default="all", help="comma-separated")
+@click.option("--k", type=int, default=5, show_default=True, help="cut-off for hit rate@k and MRR, at least 1")
+@judge_options()
+def evaluate(input_path: Path, out: Path, metrics: str, k: int, judge: JudgeOptions) -> int:
+    from rag_eval_pipeline.evaluation.tabular import read_rows, results_frame, summary_table, to_items, write_table
+
+    chosen = _evaluate_checks(input_path, out, metrics, k, judge)  # every argument and the output path, first
+    with progress_logging():
+        rows = read_rows(input_path)
+        if not rows:
+            raise BadInput(f"input {input_path} holds no rows")
+        items, bad_rows = to_items(rows)
+        _report_input_problems(rows, bad_rows)
+        scorer, embedder = build_judge(judge)
+        results = _score_with_progress(items, scorer, embedder, chosen, k)
+    output = results_frame(rows, items, results, bad_rows, chosen)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_table(output, out)
+    except OSError as error:  # e.g. the disk filled up while scoring
+        raise BadInput(f"cannot write {out}: {error.strerror or error}") from None
+    click.echo(summary_table(output, chosen))
+    click.echo(f"{len(items)} rows scored, {len(bad_rows)} invalid; judge {scorer.name}; written to {out}")
+    return 0
+
+
+def _evaluate_checks(input_path: Path, out: Path, metrics: str, k: int, judge: JudgeOptions) -> tuple[str, ...]:
+    """The metrics to score; BadInput with a one-line reason for any argument that cannot work."""
+    from rag_eval_pipeline.evaluation.tabular import check_format, check_output_path
+
+    chosen = tuple(dict.fromkeys(m.strip() for m in metrics.split(",") if m.strip()))
+    if not chosen:
+        raise BadInput(f"--metrics names no metric; known: {', '.join(ALL_METRICS)}")
+    unknown = set(chosen) - set(ALL_METRICS)
+    if unknown:
+        raise BadInput(f"unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}")
+    for option, value in (("--k", k), ("--concurrency", judge.concurrency)):
+        if value < 1:
+            raise BadInput(f"{option} must be at least 1, got {value}")
+    check_format(input_path, "input")
+    check_output_path(out)
+    if out.resolve() == input_path.resolve():
+        raise BadInput(f"--out {out} would overwrite the input")
+    return chosen
+
+
+def _report_input_problems(rows, bad_rows) -> None:
+    from rag_eval_pipeline.evaluation.tabular import duplicate_ids
+
+    for bad in bad_rows:
+        click.echo(f"{bad.where} (id {bad.row_id}): {bad.reason}; not scored", err=True)
+    for row_id, places in duplicate_ids(rows).items():
+        click.echo(f"warning: id {row_id!r} is on {', '.join(places)}: each row is scored on its own", err=True)
+
+
+def _score_with_progress(items, scorer, embedder, metrics, k):
+    """Scored in batches so a long run shows progress; each batch keeps the judge's concurrency."""
+    from tqdm import tqdm
+
+    from rag_eval_pipeline.core.judging.metrics import score_items
+
+    results = []
+    # A terminal always gets the bar; a log only when there is more than one batch to follow.
+    quiet = len(items) < BATCH_SIZE and not sys.stderr.isatty()
+    with tqdm(total=len(items), unit="row", file=sys.stderr, disable=quiet) as progress:
+        for start in range(0, len(items), BATCH_SIZE):
+            batch = [item for _, item in items[start : start + BATCH_SIZE]]
+            batch_results, _ = score_items(batch, scorer, embedder, metrics, k)
+            results += batch_results
+            progress.update(len(batch))
+    return results
+
+
+@click.command(help="a folder of documents -> a verified golden set file (no tenant, no Dagster)")
+@click.option("--docs", required=True, type=click.Path(path_type=Path), help="folder of PDF, Markdown and text files")
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help=".jsonl or .parquet; rejected items go beside it")
+@click.option("--n", type=int, default=40, show_default=True, help="items to generate before verification")
+@click.option("--types", default=",".join(f"{t}={w}" for t, w in DEFAULT_MIX.items()), show_default=True,
+              help="question types and weights, e.g. 'simple,unanswerable' or 'simple=3,multi_context=1'")
+@click.option("--generator", type=click.Choice(["offline", "llm"]), default="offline", show_default=True,
+              help="writes the questions; llm uses the judge's server")
+@click.option("--round-trip-k", type=int, default=5, show_default=True)
+@click.option("--drop-on-retrieval-miss", is_flag=True)
+@judge_options(judge_help="verifies the ground truths")
+def synthesize(docs: Path, out: Path, n: int, types: str, generator: str, round_trip_k: int,
+               drop_on_retrieval_miss: bool, judge: JudgeOptions) -> int:
+    from rag_eval_pipeline.evaluation.tabular import write_table
+    from rag_eval_pipeline.synthesis import pipeline
+    from rag_eval_pipeline.synthesis.verification import VerificationSettings
+
+    if out.suffix.lower() not in (".jsonl", ".parquet"):
+        raise BadInput(f"--out must end in .jsonl or .parquet, got {out.name}")
+    mix = pipeline.parse_mix(types)
+    scorer, embedder = build_judge(judge)
+    # The server settings are checked before the folder is read and embedded.
+    llm_settings = judge.llm_settings() if generator == "llm" else None
+    make_generator = lambda chunks: pipeline.build_generator(  # noqa: E731
+        generator, chunks["text"].tolist(), lambda: llm_settings, judge.cache
+    )
+    verification = VerificationSettings(round_trip_k=round_trip_k, drop_on_retrieval_miss=drop_on_retrieval_miss)
+    with progress_logging():  # embedding a large folder takes minutes: show how far it got
+        result = pipeline.from_folder(docs, make_generator, scorer, embedder, n, mix, verification)
+    rejected_path = out.with_name(f"{out.stem}.rejected{out.suffix}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_table(result.golden, out)
+    write_table(result.rejected, rejected_path)
+    for rejection in result.rejected_documents:
+        click.echo(f"document {rejection.path} skipped: {rejection.reason}", err=True)
+    click.echo(result.plan.to_markdown(index=False))
+    click.echo(f"{len(result.golden)} verified items from {result.n_chunks} chunks written to {out}; "
+               f"{len(result.rejected)} rejected (with reasons) in {rejected_path}")
+    return 0 if len(result.golden) else 1
+
+
+def build_judge(judge: JudgeOptions):
+    """(judge, embedder); the embeddings are cached in the warehouse."""
+    from rag_eval_pipeline.core.embeddings import Embedder
+    from rag_eval_pipeline.core.judging.judge import OfflineJudge
+    from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
+
+    embedder = Embedder(settings().warehouse_root / "embedding_cache.sqlite")
+    if judge.kind == "offline":
+        return OfflineJudge(embedder), embedder
+    return build_llm_judge(judge.llm_settings(), judge.mode, judge.cache), embedder

@@ -1,0 +1,218 @@
+"""`rag-eval register|run|demo|gate`: tenants and versions, and the lineage jobs run for them.
+
+Exit codes of run, demo and gate: 0 done (the gate: the candidate passes), 1 blocked (a check failed;
+the gate: a regression), 2 error (bad input, a failed run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
+from rag_eval_pipeline.cli.options import partition_options, settings
+from rag_eval_pipeline.core.defaults import DEFAULT_TOLERANCE
+
+DEMO_TENANT, DEMO_VERSION = "demo", "v1"
+JOBS = ("full_pipeline", "synthesis", "audit")  # the lineage jobs of the code location
+DEFAULT_COMMIT = "working-tree"
+
+
+def _instance():
+    from rag_eval_pipeline.instance import local_instance
+
+    return local_instance(settings().dagster_home)
+
+
+def _warehouse():
+    from rag_eval_pipeline.core.warehouse import Warehouse
+
+    return Warehouse(settings().warehouse_root)
+
+
+def _commit(commit: str, option: str) -> str:
+    """Checked before any work: a bad commit must not cost a synthesis or an audit."""
+    from rag_eval_pipeline.core.names import validate_commit
+
+    try:
+        return validate_commit(commit)
+    except ValueError as error:
+        raise BadInput(f"{option}: {error}") from None
+
+
+def candidate_options(command):
+    command = click.option("--promote-baseline", is_flag=True, help="make this candidate the baseline")(command)
+    command = click.option("--commit", default=DEFAULT_COMMIT, show_default=True, help="the candidate's commit")(command)
+    return click.option("--candidate", default="reference", show_default=True,
+                        help="'reference', 'module:function' or outputs .jsonl")(command)
+
+
+@click.command(help="register a tenant and a dataset version")
+@partition_options
+def register(tenant: str, version: str) -> int:
+    from rag_eval_pipeline.partitions import register_partition
+
+    key = register_partition(_instance(), tenant, version)
+    click.echo(f"registered tenant {tenant!r}, dataset version {version!r} ({key})")
+    return OK
+
+
+@click.command(help="materialize a job for a registered (tenant, version)")
+@partition_options
+@click.option("--job", type=click.Choice(JOBS), default="full_pipeline", show_default=True)
+@candidate_options
+def run(tenant: str, version: str, job: str, candidate: str, commit: str, promote_baseline: bool) -> int:
+    from rag_eval_pipeline.partitions import require_registered
+
+    instance = _instance()
+    key = require_registered(instance, tenant, version)
+    return _run_job(instance, key, tenant, version, job, candidate, commit, promote_baseline).status
+
+
+@click.command(help="register the demo tenant and run the whole lineage for it")
+@click.option("--version", default=DEMO_VERSION, show_default=True,
+              help="dataset version; a new one re-synthesizes the (immutable) golden set")
+@candidate_options
+def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> int:
+    from rag_eval_pipeline.partitions import register_partition
+
+    instance = _instance()
+    key = register_partition(instance, DEMO_TENANT, version)
+    outcome = _run_job(instance, key, DEMO_TENANT, version, "full_pipeline", candidate, commit, promote_baseline)
+    if outcome.status == OK:
+        click.echo("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
+    return outcome.status
+
+
+def _run_job(instance, key, tenant, version, job, candidate, commit, promote_baseline):
+    from rag_eval_pipeline.cli.launch import launch
+    from rag_eval_pipeline.evaluation.candidates import CandidateSpec
+    from rag_eval_pipeline.reporting.assets import ReportSettings
+
+    commit = _commit(commit, "--commit")
+    spec = CandidateSpec.parse(candidate)
+    outcome = launch(instance, job, key, commit, spec, ReportSettings(promote_to_baseline=promote_baseline))
+    _print_outcome(outcome, tenant, version, job, commit)
+    return outcome
+
+
+@click.command(help="audit a candidate commit against the tenant's baseline: exit 0 pass, 1 regression, 2 error")
+@click.option("--tenant", required=True)
+@click.option("--candidate", "commit", required=True, metavar="COMMIT", help="the candidate's commit sha")
+@click.option("--entry", help="'module:function' of the candidate pipeline (default: the reference candidate)")
+@click.option("--outputs", help="a .jsonl of precomputed outputs")
+@click.option("--version", help="golden-set version (default: the tenant's latest published one)")
+@click.option("--baseline", metavar="COMMIT", help="an audited commit to compare with (default: the current baseline)")
+@click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True,
+              help="largest allowed drop of a mean")
+@click.option("--branch", default="", help="the candidate's branch: a pass on the main branch promotes it")
+@click.option("--main-branch", default="main", show_default=True,
+              help="the branch whose passing candidates become the baseline")
+@click.option("--junit", type=click.Path(path_type=Path), help="also write the verdict per metric as JUnit XML")
+@click.option("--no-rescore-baseline", "rescore_baseline", flag_value=False, default=True,
+              help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
+                   "re-scoring its archived outputs with the current judge")
+def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, version: str | None, baseline: str | None,
+         tolerance: float, branch: str, main_branch: str, junit: Path | None, rescore_baseline: bool) -> int:
+    if entry and outputs:  # checked before the imports below: they take seconds
+        raise click.UsageError("--entry and --outputs name two candidates: give one")
+    commit = _commit(commit, "--candidate")
+
+    from rag_eval_pipeline.cli.launch import launch
+    from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
+    from rag_eval_pipeline.partitions import require_registered
+    from rag_eval_pipeline.reporting.assets import ReportSettings
+
+    spec = CandidateSpec.entry(entry) if entry else CandidateSpec("outputs_file", outputs) if outputs else REFERENCE_SPEC
+    instance, warehouse = _instance(), _warehouse()
+    version = _gated_version(warehouse, tenant, version)
+    key = require_registered(instance, tenant, version)
+    _check_gate_inputs(warehouse, tenant, version, baseline)
+    report = ReportSettings(tolerance=tolerance, baseline_commit=baseline or "", branch=branch, main_branch=main_branch,
+                            rescore_baseline=rescore_baseline)
+    outcome = launch(instance, "audit", key, commit, spec, report)
+    _print_outcome(outcome, tenant, version, "audit", commit)
+    if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
+        return ERROR
+    return _print_verdict(warehouse.audit_dir(tenant, version, commit, outcome.run_id), tenant, version, commit, junit)
+
+
+def _gated_version(warehouse, tenant: str, version: str | None) -> str:
+    from rag_eval_pipeline.synthesis.versions import latest_version
+
+    version = version or latest_version(warehouse, tenant)
+    if version is None:
+        raise BadInput(f"tenant {tenant!r} has no published golden set yet: run its synthesis job first")
+    return version
+
+
+def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | None) -> None:
+    from rag_eval_pipeline.reporting.baselines import BaselineStore
+    from rag_eval_pipeline.synthesis.versions import read_manifest
+
+    if read_manifest(warehouse, tenant, version) is None:
+        raise BadInput(f"the golden set of {tenant}/{version} is not published (its synthesis did not finish or "
+                       "its checks failed): nothing to gate on")
+    audited = BaselineStore(warehouse).audited_commits(tenant, version)
+    if baseline and baseline not in audited:
+        raise BadInput(f"baseline commit {baseline!r} was never audited on {tenant}/{version} "
+                       f"(audited commits: {', '.join(audited) or 'none yet'})")
+
+
+def _print_verdict(folder: Path, tenant: str, version: str, commit: str, junit: Path | None) -> int:
+    """This run's own report, never another audit's, even when several gates of the tenant run at once."""
+    import pandas as pd
+
+    from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
+    from rag_eval_pipeline.reporting.junit import write_junit
+
+    report = pd.read_parquet(folder / "regression_report.parquet")
+    verdict = str(report["verdict_overall"].iloc[0])
+    failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
+    if junit:
+        click.echo(f"JUnit XML: {write_junit(report, f'rag-eval gate {tenant}/{version}', junit)}")
+    click.echo(f"gate: {verdict.upper()} for commit {commit} on {tenant}/{version}"
+               + (f"; regressed: {', '.join(failing)}" if failing else ""))
+    click.echo(f"baseline: {report['baseline_commit'].iloc[0]}")
+    if "re-scored" in report["baseline_source"].iloc[0]:
+        click.echo(f"note: {report['baseline_source'].iloc[0].split('; ', 1)[1]}")
+    if report["promoted_to_baseline"].iloc[0]:
+        click.echo(f"{commit} is now the baseline: {report['promoted_to_baseline'].iloc[0]}")
+    click.echo(f"report: {folder / 'regression_report.md'}")
+    return BLOCKED if verdict in (BLOCK, NOTHING_SCORED) else OK
+
+
+def _print_outcome(outcome, tenant: str, version: str, job: str, commit: str) -> None:
+    """The run's tables (done), or the checks that failed and then its tables (blocked) or its errors."""
+    if outcome.status == OK:
+        _print_tables(outcome, tenant, version, job, commit)
+        return
+    for failure in outcome.failed_checks:
+        click.echo(f"check {failure.check} on {failure.asset} failed:", err=True)
+        for details in failure.details:
+            click.echo(details, err=True)
+    if outcome.status == ERROR:
+        for line in outcome.errors:
+            click.echo(line, err=True)
+        click.echo(f"run {outcome.run_id} failed after {outcome.elapsed_s:.1f} s", err=True)
+        return
+    _print_tables(outcome, tenant, version, job, commit)
+    click.echo(f"run {outcome.run_id} blocked by {', '.join(outcome.blocked_by)}", err=True)
+
+
+def _print_tables(outcome, tenant: str, version: str, job: str, commit: str) -> None:
+    warehouse = _warehouse()
+    folder = warehouse.partition_dir(tenant, version)
+    click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s")
+    audit = warehouse.find_audit_dir(tenant, version, outcome.run_id)
+    if audit is not None and (audit / "regression_report.md").exists():
+        click.echo()
+        click.echo((audit / "regression_report.md").read_text(encoding="utf-8"))
+    click.echo(f"tables for {tenant}/{version}: {folder}")
+    for path in sorted(folder.glob("*.parquet")):
+        click.echo(f"  {path.name}")
+    if audit is not None:
+        click.echo(f"audit of commit {commit} (run {outcome.run_id}): {audit}")
+        for path in sorted(audit.glob("*.parquet")):
+            click.echo(f"  {path.name}")

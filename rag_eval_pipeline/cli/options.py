@@ -1,0 +1,134 @@
+"""Options several commands share, and the settings they default from (read once per command).
+
+Defaults that come from the environment are callables: click calls them while parsing a command,
+never to show its help, so `--help` reads no environment and imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import click
+
+from rag_eval_pipeline.core.defaults import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    JUDGE_MODES,
+    RESPONSE_FORMATS,
+)
+
+if TYPE_CHECKING:
+    from rag_eval_pipeline.core.llm.client import LLMSettings
+    from rag_eval_pipeline.settings import Settings
+
+
+def settings() -> Settings:
+    """This command's settings: read from the environment on first use, then kept on its context."""
+    root = click.get_current_context().find_root()
+    if "settings" not in root.meta:
+        from rag_eval_pipeline import settings as settings_module
+
+        root.meta["settings"] = settings_module.load()
+    return root.meta["settings"]
+
+
+def _from_settings(read):
+    """A default taken from this command's settings when the option is not given."""
+    return lambda: read(settings())
+
+
+def partition_options(command):
+    command = click.option("--version", required=True, help="dataset version, e.g. v1")(command)
+    return click.option("--tenant", required=True)(command)
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The judge and its OpenAI-compatible server, as the command line (or RAG_EVAL_JUDGE_*) set them."""
+
+    kind: str
+    base_url: str
+    model: str
+    api_key: str
+    mode: str
+    response_format: str
+    concurrency: int
+    timeout_s: float
+    max_retries: int
+    cache: str
+
+    def llm_settings(self) -> LLMSettings:
+        from rag_eval_pipeline.core.llm.client import LLMSettings
+
+        return LLMSettings(
+            base_url=self.base_url, model=self.model, api_key=self.api_key, response_format=self.response_format,
+            concurrency=self.concurrency, timeout_s=self.timeout_s, max_retries=self.max_retries,
+        )
+
+
+_JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the settings
+    ("--judge", "kind", dict(type=click.Choice(["offline", "llm"]), help="default: RAG_EVAL_JUDGE, else offline")),
+    ("--base-url", "base_url", dict(help="the OpenAI-compatible server (default: RAG_EVAL_JUDGE_BASE_URL)")),
+    ("--model", "model", dict(help="default: RAG_EVAL_JUDGE_MODEL")),
+    ("--api-key", "api_key", dict(help="default: RAG_EVAL_JUDGE_API_KEY, else none needed")),
+    ("--mode", "mode", dict(type=click.Choice(JUDGE_MODES),
+                            help="2 LLM calls per item for the core metrics, or 1 (default: RAG_EVAL_JUDGE_MODE, "
+                                 "else decomposed)")),
+    ("--response-format", "response_format", dict(
+        type=click.Choice(RESPONSE_FORMATS),
+        help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server "
+             "(default: RAG_EVAL_JUDGE_RESPONSE_FORMAT, else json_schema)")),
+    ("--concurrency", "concurrency", dict(
+        type=int, help=f"LLM calls in flight (default: RAG_EVAL_JUDGE_CONCURRENCY, else {DEFAULT_CONCURRENCY})")),
+    ("--timeout-s", "timeout_s", dict(
+        type=float, help="seconds one attempt of a call may take "
+                         f"(default: RAG_EVAL_JUDGE_TIMEOUT_S, else {DEFAULT_TIMEOUT_S:g})")),
+    ("--max-retries", "max_retries", dict(
+        type=int, help="retries of a call on HTTP 408/409/429/5xx, a connection error or a timeout, with jittered "
+                       f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})")),
+    ("--cache", "cache", dict(help="on-disk cache of LLM calls, '' for none "
+                                   "(default: RAG_EVAL_JUDGE_CACHE, else judge_cache.sqlite in the warehouse)")),
+]
+
+
+def judge_options(judge_help: str = ""):
+    """Add the judge and LLM server options; the command receives them as one `judge: JudgeOptions`."""
+
+    def decorate(command):
+        @functools.wraps(command)
+        def with_judge(**kwargs):
+            fields = {field: kwargs.pop(field) for _, field, _ in _JUDGE_OPTIONS}
+            return command(judge=JudgeOptions(**fields), **kwargs)
+
+        for option, field, keywords in reversed(_JUDGE_OPTIONS):
+            if option == "--judge" and judge_help:
+                keywords = {**keywords, "help": f"{judge_help} ({keywords['help']})"}
+            default = _from_settings(lambda current, field=field: getattr(current.judge, field))
+            with_judge = click.option(option, field, default=default, **keywords)(with_judge)
+        return with_judge
+
+    return decorate
+
+
+@contextmanager
+def progress_logging() -> Iterator[None]:
+    """Our own progress messages (INFO and up) on stderr while a long command runs; other libraries'
+    INFO chatter (HTTP requests, model loading) stays hidden."""
+    package = logging.getLogger("rag_eval_pipeline")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+    level = package.level
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)

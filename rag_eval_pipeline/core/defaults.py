@@ -1,0 +1,41 @@
+"""Defaults that `rag-eval --help` shows, in a module that imports nothing heavy.
+
+The help must come up without pandas, torch or Dagster, so these constants live here; the modules
+that use them (the metrics, the LLM client, the planner, the comparison, the table reader, the
+settings) import them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+RETRIEVAL_METRICS = ("hit_rate", "mrr")
+JUDGED_METRICS = (
+    "faithfulness", "answer_relevance", "context_recall", "context_precision", "contextual_relevancy", "answer_correctness",
+)
+ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
+
+JudgeKind = Literal["offline", "llm"]
+JudgeMode = Literal["decomposed", "fused"]  # 2 calls per item for the core metrics, or 1
+JUDGE_MODES: tuple[str, ...] = get_args(JudgeMode)
+DEFAULT_JUDGE_MODE: JudgeMode = "decomposed"
+ResponseFormat = Literal["json_schema", "json_object_schema"]  # vLLM and OpenAI, or the llama.cpp server
+RESPONSE_FORMATS: tuple[str, ...] = get_args(ResponseFormat)
+DEFAULT_RESPONSE_FORMAT: ResponseFormat = "json_schema"
+NO_API_KEY = "not-needed"  # servers without authentication accept any key; the client needs one
+
+# A server that never answers fails a call after (1 + max_retries) x timeout_s plus about 1.5 s of
+# backoff: 4.5 minutes with these defaults. An attempt's time includes waiting in the server's queue,
+# so a slow CPU server with several calls in flight may need a longer timeout.
+DEFAULT_TIMEOUT_S = 90.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_CONCURRENCY = 4
+
+# The question types of a synthesized golden set, and their shares.
+DEFAULT_MIX = {"simple": 0.4, "reasoning": 0.2, "multi_context": 0.25, "unanswerable": 0.15}
+
+DEFAULT_TOLERANCE = 0.05  # largest allowed drop of a metric's mean before the gate blocks
+
+# Far above any real question, answer, ground truth or retrieved chunk; the offline judge's cost grows
+# with the product of the field sizes, so a pathological field would otherwise run for many minutes.
+MAX_FIELD_CHARS = 20_000

@@ -1,0 +1,41 @@
+"""Write then rename: a reader, or a run that crashed half way, never sees a half-written file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+    """`write` fills a partial file beside `path`, which then replaces `path` in one rename.
+
+    The partial file has a hidden name of this writer's own, so two concurrent writers never share
+    one; it is removed when `write` fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    try:
+        write(partial)
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    return write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> Path:
+    return write_atomically(path, lambda partial: frame.to_parquet(partial, index=False))
+
+
+def atomic_copy(source: Path, path: Path) -> Path:
+    return write_atomically(path, lambda partial: shutil.copyfile(source, partial))

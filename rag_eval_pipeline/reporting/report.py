@@ -1,0 +1,93 @@
+"""The regression report of one audited run: its table, Markdown, HTML and summary, and its files.
+
+Dagster-free: the regression_report asset builds it from the comparison it made and writes it here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rag_eval_pipeline.core.files import atomic_write_text
+from rag_eval_pipeline.reporting.compare import Analysis, Comparison
+from rag_eval_pipeline.reporting.render import render_html, render_markdown
+
+MARKDOWN_FILE, HTML_FILE = "regression_report.md", "regression_report.html"
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Which run of which candidate the report is about, and where its files go."""
+
+    tenant: str
+    version: str
+    commit: str
+    run_id: str
+    folder: Path  # the run's audit folder
+    judge: str  # the judge(s) that scored the candidate
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The candidate against its baseline, and whether it becomes the baseline."""
+
+    baseline_commit: str  # "" when there is no baseline yet
+    baseline_source: str
+    comparison: Comparison
+    analysis: Analysis
+    promotion: str | None  # why the candidate becomes the baseline, or None
+
+
+@dataclass(frozen=True)
+class Report:
+    table: pd.DataFrame  # one row per metric, with the overall verdict and the baseline on each
+    markdown: str
+    html: str
+    markdown_path: Path
+    html_path: Path
+    summary: dict[str, str]  # the headline figures, as plain strings (asset metadata, logs)
+
+    def write(self) -> None:
+        """Both files, each written then renamed: a reader never sees half a report."""
+        atomic_write_text(self.html_path, self.html)
+        atomic_write_text(self.markdown_path, self.markdown)
+
+
+def build_report(audit: Audit, outcome: Outcome) -> Report:
+    comparison, promoted = outcome.comparison, outcome.promotion or ""
+    baseline = outcome.baseline_commit or "none"
+    markdown_path, html_path = audit.folder / MARKDOWN_FILE, audit.folder / HTML_FILE
+    title = f"Regression report: {audit.tenant} / {audit.version} / commit {audit.commit}"
+    details = {
+        "candidate commit": audit.commit, "run": audit.run_id, "baseline commit": baseline,
+        "baseline": outcome.baseline_source, "promoted to baseline": promoted or "no", "judge": audit.judge,
+        "HTML report": str(html_path), "Markdown report": str(markdown_path),
+    }
+    table = comparison.table.assign(
+        verdict_overall=comparison.verdict, commit=audit.commit, baseline_commit=baseline,
+        baseline_source=outcome.baseline_source, promoted_to_baseline=promoted,
+    )
+    summary = {
+        "commit": audit.commit,
+        "verdict": comparison.verdict,
+        "failing_metrics": ", ".join(comparison.failing_metrics) or "none",
+        "baseline": f"{baseline} ({outcome.baseline_source})",
+        "promoted_to_baseline": promoted or "no",
+        "stage_summary": outcome.analysis.stage_summary,
+        "report_path": str(markdown_path),
+        "report_html_path": str(html_path),
+    }
+    return Report(
+        table=table,
+        markdown=render_markdown(comparison, title, details, outcome.analysis),
+        html=render_html(comparison, title, details, outcome.analysis),
+        markdown_path=markdown_path, html_path=html_path, summary=summary,
+    )
+
+
+def judges_of(scores: pd.DataFrame) -> str:
+    """The judge names on the score rows, for the report's header."""
+    distinct = sorted(set(scores["judge"].dropna().astype(str)))
+    return ", ".join(distinct) if distinct else "unknown"

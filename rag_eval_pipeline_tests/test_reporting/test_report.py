@@ -1,0 +1,59 @@
+"""The report of one audited run, built and written without Dagster."""
+
+from __future__ import annotations
+
+from rag_eval_pipeline.reporting.compare import analyse, compare
+from rag_eval_pipeline.reporting.report import HTML_FILE, MARKDOWN_FILE, Audit, Outcome, build_report, judges_of
+from rag_eval_pipeline_tests.test_reporting.test_analysis import GOLDEN, frame
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+def _report(tmp_path, promotion=None):
+    metrics = ["hit_rate", "faithfulness"]
+    baseline = frame({q: {m: 1.0 for m in metrics} for q in GOLDEN["qa_id"]})
+    candidate = frame({q: {"hit_rate": 0.0, "faithfulness": 0.2} for q in GOLDEN["qa_id"]})
+    outputs = GOLDEN[["qa_id", "question"]].assign(answer=f"the answer {SCRIPT}")
+    comparison = compare(candidate, baseline)
+    analysis = analyse(comparison, candidate, baseline, GOLDEN, outputs, outputs.assign(answer="old"))
+    audit = Audit("acme", "v1", "abc123", "run-1", tmp_path / "audit", judges_of(candidate))
+    return build_report(audit, Outcome("base42", "current baseline", comparison, analysis, promotion))
+
+
+def test_the_report_carries_the_verdict_the_baseline_and_where_its_files_go(tmp_path):
+    report = _report(tmp_path)
+
+    assert report.summary["verdict"] == "block" and report.summary["commit"] == "abc123"
+    assert report.summary["failing_metrics"] == "hit_rate, faithfulness"
+    assert report.summary["baseline"] == "base42 (current baseline)" and report.summary["promoted_to_baseline"] == "no"
+    assert report.summary["report_path"] == str(tmp_path / "audit" / MARKDOWN_FILE)
+    assert set(report.table["verdict_overall"]) == {"block"} and set(report.table["baseline_commit"]) == {"base42"}
+    assert set(report.table["promoted_to_baseline"]) == {""}
+    assert "- judge: j" in report.markdown and "- baseline commit: base42" in report.markdown
+    assert all(isinstance(value, str) for value in report.summary.values())
+
+
+def test_a_candidates_script_in_an_answer_comes_out_escaped(tmp_path):
+    report = _report(tmp_path)
+
+    assert "<script" not in report.html.lower()
+    assert "the answer &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in report.html
+    assert "the answer &lt;script&gt;" in report.markdown and "<script" not in report.markdown
+
+
+def test_writing_puts_both_files_in_the_audit_folder_and_nothing_else(tmp_path):
+    report = _report(tmp_path, promotion="passed on main")
+
+    report.write()
+
+    folder = tmp_path / "audit"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([MARKDOWN_FILE, HTML_FILE])  # no partial file left
+    assert (folder / MARKDOWN_FILE).read_text(encoding="utf-8") == report.markdown
+    assert (folder / HTML_FILE).read_text(encoding="utf-8") == report.html
+    assert report.summary["promoted_to_baseline"] == "passed on main"
+
+
+def test_the_judge_names_are_listed_once_each():
+    scores = frame({"q0": {"mrr": 1.0}, "q1": {"mrr": 0.5}})
+    assert judges_of(scores.assign(judge=["b", "a"])) == "a, b"
+    assert judges_of(scores.assign(judge=None)) == "unknown"

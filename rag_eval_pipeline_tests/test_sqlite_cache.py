@@ -1,0 +1,93 @@
+"""The shared key -> blob SQLite store behind the embedding cache and the LLM call cache."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import numpy as np
+
+from rag_eval_pipeline.core.embeddings import MODEL_NAME, Embedder
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.core.text import sha256
+
+
+def test_values_round_trip_and_survive_a_new_connection(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    store = SqliteCache(path, "blobs")
+    store.put("a", b"\x00\x01")
+    store.put_many({f"k{i}": bytes([i % 256]) for i in range(1200)})  # more keys than one statement may bind
+
+    again = SqliteCache(path, "blobs")
+
+    assert again.get("a") == b"\x00\x01" and again.get("missing") is None
+    found = again.get_many([f"k{i}" for i in range(1200)] + ["missing"])
+    assert len(found) == 1200 and found["k1199"] == bytes([1199 % 256])
+    assert len(again) == 1201
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_an_in_memory_store_keeps_nothing_on_disk(tmp_path):
+    store = SqliteCache(None, "blobs")
+    store.put("a", b"1")
+    assert store.path == "" and store.get("a") == b"1" and not list(tmp_path.iterdir())
+
+
+def test_threads_share_one_store():
+    store = SqliteCache(None, "blobs")
+    threads = [threading.Thread(target=lambda t=t: [store.put(f"{t}-{i}", b"x") for i in range(200)]) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(store) == 1600
+
+
+WRITER = """
+import sys
+from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+store = SqliteCache(sys.argv[1], "blobs")
+for batch in range(150):
+    store.put_many({f"{sys.argv[2]}-{batch}-{i}": b"v" * 512 for i in range(20)})
+    store.get_many([f"{sys.argv[2]}-{batch}-{i}" for i in range(20)])
+"""
+
+
+def test_processes_writing_one_file_at_once_never_fail_on_the_lock(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(n)], stderr=subprocess.PIPE, text=True)
+               for n in range(4)]
+    errors = [writer.communicate(timeout=300)[1] for writer in writers]
+
+    assert [writer.returncode for writer in writers] == [0, 0, 0, 0], errors
+    assert len(SqliteCache(path, "blobs")) == 4 * 150 * 20
+
+
+def test_an_embedding_cache_of_the_earlier_layout_is_still_read(tmp_path):
+    path = tmp_path / "embeddings.sqlite"
+    vector = np.arange(384, dtype=np.float32) / 384
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE vectors (model TEXT, hash TEXT, vector BLOB, PRIMARY KEY (model, hash))")
+        old.execute("INSERT INTO vectors VALUES (?, ?, ?)", (MODEL_NAME, sha256("cached text"), vector.tobytes()))
+
+    embedder = Embedder(path)
+    found = embedder.embed(["cached text"])  # a miss would load the model and embed it anew
+
+    assert (embedder.cache_hits, embedder.cache_misses) == (1, 0)
+    np.testing.assert_array_equal(found[0], vector)
+
+
+def test_a_call_cache_of_the_earlier_layout_is_still_read(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, content TEXT, prompt_tokens INT, completion_tokens INT)")
+        old.execute("INSERT INTO calls VALUES ('k', '{\"verdict\": 1}', 120, 7)")
+
+    cache = JudgeCache(path)
+
+    assert cache.get("k") == ('{"verdict": 1}', 120, 7) and len(cache) == 1
+    cache.put("k2", "é", 1, 2)
+    assert JudgeCache(path).get("k2") == ("é", 1, 2)
