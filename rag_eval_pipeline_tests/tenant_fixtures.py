@@ -1,9 +1,9 @@
 """Fixtures for a tenant made of our demo documents plus a broken PDF, with its own warehouse and instance.
 
-Synthesizing acme/v1 (embeddings, HDBSCAN, generation, verification) is the slow part of most Dagster
-tests, and a test that audits or gates only needs its result. `synthesized_acme` gives such a test
-its own copy of one synthesis made per session: the tables, the published manifest and the embedding
-cache. The test's instance stays fresh (the `acme_key` fixture registers the partition in it), and a
+Synthesizing acme/v1 (embeddings, HDBSCAN, generation, verification), above all in a `rag-eval`
+subprocess that loads the embedding model again, is the slow part of most Dagster tests, and a test
+that audits or gates only needs its result. `synthesized_acme` gives such a test its own copy of one
+synthesis made in process per session: the tables, the published manifest and the embedding cache. The test's instance stays fresh (the `acme_key` fixture registers the partition in it), and a
 test never writes the shared copy. A test about synthesis itself still synthesizes.
 """
 
@@ -58,26 +58,32 @@ def acme_key(instance):
     return register_partition(instance, "acme", "v1")
 
 
-@pytest.fixture(scope="session")
-def synthesized_acme_warehouse(tmp_path_factory) -> Path:
-    """A warehouse where acme/v1 went through the synthesis job once, as `rag-eval run --job synthesis` runs it.
+def synthesize(instance, documents_root: Path, warehouse_root: Path, tenant: str = "acme", version: str = "v1") -> None:
+    """Register (tenant, version) and run the synthesis job in process, as `rag-eval run --job synthesis` does.
 
-    The job includes the golden set's blocking check, which publishes it. Read-only: tests get copies.
+    The job includes the golden set's blocking check, which publishes it; fails unless it was published.
     """
-    root = tmp_path_factory.mktemp("synthesized")
-    documents_root, warehouse_root = root / "documents", root / "warehouse"
-    lay_out_acme(documents_root)
-    with pytest.MonkeyPatch.context() as environment, instance_for_test() as session_instance:
+    with pytest.MonkeyPatch.context() as environment:
         environment.setenv("RAG_EVAL_DOCUMENTS_ROOT", str(documents_root))
         environment.setenv("RAG_EVAL_WAREHOUSE", str(warehouse_root))
         for variable in ("RAG_EVAL_JUDGE", "RAG_EVAL_JUDGE_BASE_URL", "RAG_EVAL_JUDGE_MODEL"):
             environment.delenv(variable, raising=False)  # the offline judge and generator, as in every test
-        key = register_partition(session_instance, "acme", "v1")
+        key = register_partition(instance, tenant, version)
         job = build_definitions().resolve_job_def("synthesis")
-        result = job.execute_in_process(instance=session_instance, partition_key=key, raise_on_error=False)
+        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
     failures = [e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure]
-    assert result.success, "synthesis of the shared acme/v1 failed:\n" + "\n".join(failures)
-    assert read_manifest(Warehouse(warehouse_root), "acme", "v1") is not None, "acme/v1 was not published"
+    assert result.success, f"synthesis of {tenant}/{version} failed:\n" + "\n".join(failures)
+    assert read_manifest(Warehouse(warehouse_root), tenant, version) is not None, f"{tenant}/{version} was not published"
+
+
+@pytest.fixture(scope="session")
+def synthesized_acme_warehouse(tmp_path_factory) -> Path:
+    """A warehouse where acme/v1 went through the synthesis job once. Read-only: tests get copies."""
+    root = tmp_path_factory.mktemp("synthesized")
+    documents_root, warehouse_root = root / "documents", root / "warehouse"
+    lay_out_acme(documents_root)
+    with instance_for_test() as session_instance:
+        synthesize(session_instance, documents_root, warehouse_root)
     return warehouse_root
 
 

@@ -1,6 +1,7 @@
 """The tenant fixtures (see tenant_fixtures.py), and the environment of a `rag-eval` subprocess."""
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,15 +27,22 @@ def cli_env(tmp_path, tenant_dirs):
     }
 
 
+@contextmanager
+def cli_instance(env: dict):
+    """The Dagster instance `rag-eval` opens under env (its DAGSTER_HOME, set up as the CLI sets it up)."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])  # local_instance sets it too: undone on exit
+        with local_instance() as instance:
+            yield instance
+
+
 @pytest.fixture
 def synthesized_cli_env(cli_env, synthesized_acme):
     """cli_env as after `rag-eval register` and `rag-eval run --job synthesis` for acme/v1.
 
     The warehouse is a copy of the session's synthesized acme (see tenant_fixtures); the partition is
-    registered in this test's own Dagster home the way `rag-eval register` does it, in process.
+    registered in this test's own Dagster home, in process.
     """
-    with pytest.MonkeyPatch.context() as environment:
-        environment.setenv("DAGSTER_HOME", cli_env["DAGSTER_HOME"])  # local_instance sets it too: undone on exit
-        with local_instance() as instance:
-            register_partition(instance, "acme", "v1")
+    with cli_instance(cli_env) as instance:
+        register_partition(instance, "acme", "v1")
     return cli_env

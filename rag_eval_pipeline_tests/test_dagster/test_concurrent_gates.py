@@ -16,6 +16,8 @@ import pytest
 
 from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline_tests.tenant_fixtures import synthesize
+from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
@@ -35,14 +37,13 @@ def _finish(process: subprocess.Popen) -> tuple[int, str, str]:
 
 @pytest.fixture
 def two_tenants(synthesized_cli_env, tenant_dirs):
-    """acme (synthesized: a copy of the session's) and globex (the same documents, synthesized here), each with
-    the reference as its baseline."""
+    """acme and globex (the same documents), synthesized (acme: a copy of the session's; globex here, in
+    process), each with the reference as its baseline."""
     cli_env = synthesized_cli_env
-    documents_root, _ = tenant_dirs
+    documents_root, warehouse_root = tenant_dirs
     shutil.copytree(documents_root / "acme", documents_root / "globex")
-    assert _finish(_start(cli_env, "register", "--tenant", "globex", "--version", "v1"))[0] == 0
-    code, _, err = _finish(_start(cli_env, "run", "--tenant", "globex", "--version", "v1", "--job", "synthesis"))
-    assert code == 0, err
+    with cli_instance(cli_env) as instance:
+        synthesize(instance, documents_root, warehouse_root, "globex")
     for tenant in ("acme", "globex"):
         code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base"))
         assert code == 0 and "NO BASELINE YET" in out, err

@@ -277,6 +277,7 @@ def _materialize(golden, instance, root, plan=None):
     return result, evaluation, materialized, key
 
 
+@pytest.mark.dagster
 def test_a_good_golden_set_passes_the_check_and_the_run_goes_on(good, instance, tmp_path):
     result, evaluation, materialized, key = _materialize(good, instance, tmp_path)
     assert result.success
@@ -292,6 +293,7 @@ def test_a_good_golden_set_passes_the_check_and_the_run_goes_on(good, instance, 
     assert manifest.content_hash[:12] in evaluation.metadata["published"].value
 
 
+@pytest.mark.dagster
 def test_a_bad_golden_set_fails_the_check_and_blocks_what_is_downstream(good, instance, tmp_path):
     good.loc[1, "qa_id"] = "q1"
     result, evaluation, materialized, _ = _materialize(good, instance, tmp_path)
@@ -308,6 +310,7 @@ def test_a_bad_golden_set_fails_the_check_and_blocks_what_is_downstream(good, in
     assert evaluation.metadata["published"].value.startswith("no")
 
 
+@pytest.mark.dagster
 def test_the_check_requires_the_types_the_plan_asked_for(good, instance, tmp_path):
     without_multi = good[good["question_type"] != "multi_context"]
     _, evaluation, materialized, _ = _materialize(
@@ -318,6 +321,7 @@ def test_the_check_requires_the_types_the_plan_asked_for(good, instance, tmp_pat
     assert "multi_context" in evaluation.metadata["failures"].value
 
 
+@pytest.mark.dagster
 def test_a_type_planned_too_thinly_is_not_required(good, instance, tmp_path):
     without_multi = good[good["question_type"] != "multi_context"]
     _, evaluation, materialized, _ = _materialize(
