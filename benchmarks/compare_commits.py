@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/compare_commits.py --against ff61110 [--runs 5] [--suite]
 
 The earlier commit is checked out with `git worktree` beside the repository (so its tests find
-`../shared` too) and run with the same virtual environment, its own code first on PYTHONPATH. Each
+`../shared` too) and run with the same virtual environment, its own code first on PYTHONPATH (commits
+before the switch to scikit-learn's HDBSCAN also need `pip install hdbscan` in that environment). Each
 measurement runs both trees in turn, `--runs` times, so machine load hits both alike; medians and the
 ratio this/earlier are reported. Measurements:
 
@@ -51,11 +52,13 @@ class Tree:
             "RAG_EVAL_WAREHOUSE": str(warehouse), "RAG_EVAL_DOCUMENTS_ROOT": str(root / "data" / "tenants"),
         }
 
-    def timed(self, command: list[str], expect: int = 0, timeout: int = 3600) -> float:
+    def timed(self, command: list[str], expect: int | None = 0, timeout: int = 3600) -> float:
+        """Wall seconds of command; a wrong exit status stops the benchmark (expect None: any status)."""
         started = time.perf_counter()
         done = subprocess.run(command, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
         elapsed = time.perf_counter() - started
-        if done.returncode != expect:
+        self.last_tail = (done.stdout + done.stderr)[-300:]
+        if expect is not None and done.returncode != expect:
             tail = (done.stdout + done.stderr)[-2000:]
             raise SystemExit(f"[{self.name}] {' '.join(command)} exited {done.returncode}, expected {expect}:\n{tail}")
         return round(elapsed, 2)
@@ -70,7 +73,7 @@ def add_worktree(revision: str) -> Path:
     return path
 
 
-def paired(trees: list[Tree], command, runs: int, expect: int = 0) -> dict:
+def paired(trees: list[Tree], command, runs: int, expect: int | None = 0) -> dict:
     samples = {tree.name: [] for tree in trees}
     for run in range(runs):
         for tree in trees if run % 2 == 0 else reversed(trees):  # alternate the order: no tree always goes first
@@ -110,8 +113,12 @@ def main() -> None:
             sys.executable, "benchmarks/offline_throughput.py"], max(1, args.runs // 2)), "this", "earlier")
         if args.suite:
             suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1), "this", "earlier")
-            results["fast_tier"] = {"this": {"median_s": this.timed([*suite, "-m", FAST_TIER])}}
+            # Any exit status: a failing test is reported in the outcome line rather than losing the timings.
+            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1, expect=None), "this", "earlier")
+            for tree in trees:
+                results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
+            fast = this.timed([*suite, "-m", FAST_TIER], expect=None)
+            results["fast_tier"] = {"this": {"median_s": fast, "outcome": this.last_tail.strip().splitlines()[-1]}}
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "compare_commits.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
