@@ -47,15 +47,17 @@ class Tree:
         self.name, self.root = name, root
         home, warehouse = scratch / name / "home", scratch / name / "warehouse"
         home.mkdir(parents=True)
+        self.bare_env = {**os.environ, "PYTHONPATH": str(root)}  # the tests set their own locations
         self.env = {
-            **os.environ, "PYTHONPATH": str(root), "DAGSTER_HOME": str(home),
+            **self.bare_env, "DAGSTER_HOME": str(home),
             "RAG_EVAL_WAREHOUSE": str(warehouse), "RAG_EVAL_DOCUMENTS_ROOT": str(root / "data" / "tenants"),
         }
 
-    def timed(self, command: list[str], expect: int | None = 0, timeout: int = 3600) -> float:
+    def timed(self, command: list[str], expect: int | None = 0, timeout: int = 3600, bare: bool = False) -> float:
         """Wall seconds of command; a wrong exit status stops the benchmark (expect None: any status)."""
         started = time.perf_counter()
-        done = subprocess.run(command, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
+        env = self.bare_env if bare else self.env
+        done = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         elapsed = time.perf_counter() - started
         self.last_tail = (done.stdout + done.stderr)[-300:]
         if expect is not None and done.returncode != expect:
@@ -73,11 +75,11 @@ def add_worktree(revision: str) -> Path:
     return path
 
 
-def paired(trees: list[Tree], command, runs: int, expect: int | None = 0) -> dict:
+def paired(trees: list[Tree], command, runs: int, expect: int | None = 0, bare: bool = False) -> dict:
     samples = {tree.name: [] for tree in trees}
     for run in range(runs):
         for tree in trees if run % 2 == 0 else reversed(trees):  # alternate the order: no tree always goes first
-            samples[tree.name].append(tree.timed(command(tree, run), expect))
+            samples[tree.name].append(tree.timed(command(tree, run), expect, bare=bare))
     return {name: {"median_s": statistics.median(s), "runs_s": s} for name, s in samples.items()}
 
 
@@ -114,10 +116,10 @@ def main() -> None:
         if args.suite:
             suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             # Any exit status: a failing test is reported in the outcome line rather than losing the timings.
-            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1, expect=None), "this", "earlier")
+            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1, expect=None, bare=True), "this", "earlier")
             for tree in trees:
                 results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
-            fast = this.timed([*suite, "-m", FAST_TIER], expect=None)
+            fast = this.timed([*suite, "-m", FAST_TIER], expect=None, bare=True)
             results["fast_tier"] = {"this": {"median_s": fast, "outcome": this.last_tail.strip().splitlines()[-1]}}
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
