@@ -7,7 +7,7 @@ The offline path (template generator + offline judge) runs `--repeats` times on 
 cache, plus once cold (every chunk embedded); throughput counts the whole ingest-to-golden-set path.
 The LLM path generates with the local llama.cpp server (SmolLM2-135M from PyPI, started here) and
 verifies with the offline judge; SmolLM2 is a plumbing stand-in, so its kept rate says nothing about
-what a capable model would keep. The design's SLA is more than 500 verified pairs per hour.
+what a capable model would keep. Our target is more than 500 verified pairs per hour.
 Writes benchmarks/results/synthesis_throughput.json.
 """
 

@@ -1,4 +1,4 @@
-"""Load times of the Dagster UI in headless Chromium, against the design's SLA: under 2 s to load the
+"""Load times of the Dagster UI in headless Chromium, against our target: under 2 s to load the
 dashboard and to look up a trace.
 
     .venv/bin/python benchmarks/ui_load.py [--runs 5]

@@ -6,6 +6,7 @@ from pathlib import Path
 from dagster import Definitions, in_process_executor
 
 from rag_eval_pipeline import settings
+from rag_eval_pipeline.core.defaults import EMBEDDING_CACHE_FILE
 from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synthesis_job
 from rag_eval_pipeline.automation.schedules import SCHEDULES
 from rag_eval_pipeline.automation.sensors import SENSORS
@@ -29,7 +30,7 @@ ALL_ASSETS = [asset for domain in DOMAINS for asset in domain.assets]
 
 def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
     """Everything on local disk: tenant folders, Parquet tables, the embedding and judge caches; the judge from env."""
-    embedder = EmbedderResource(cache_path=str(Path(warehouse_root) / "embedding_cache.sqlite"))
+    embedder = EmbedderResource(cache_path=str(Path(warehouse_root) / EMBEDDING_CACHE_FILE))
     return {
         "io_manager": WarehouseIOManager(root=str(warehouse_root)),
         "warehouse": WarehouseResource(root=str(warehouse_root)),

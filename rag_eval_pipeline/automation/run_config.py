@@ -15,6 +15,7 @@ from rag_eval_pipeline.automation.jobs import (
     full_pipeline_job,
     synthesis_job,
 )
+from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.names import validate_commit
 from rag_eval_pipeline.evaluation.assets import CandidateSettings
 from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
@@ -28,7 +29,6 @@ JOB_ASSETS: dict[str, tuple[str, ...]] = {
     synthesis_job.name: tuple(SYNTHESIS_ASSETS),
     audit_job.name: tuple(AUDIT_ASSETS),
 }
-DEFAULT_COMMIT = "working-tree"
 
 
 def lineage_run_config(

@@ -12,7 +12,8 @@ import click
 from rag_eval_pipeline.cli import baseline, errors, files, lineage, review
 
 
-@click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False)
+@click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False,
+             context_settings={"help_option_names": ["-h", "--help"]})
 def rag_eval() -> None:
     pass
 
@@ -25,7 +26,3 @@ for command in (lineage.register, lineage.run, lineage.demo, files.evaluate, fil
 def main(argv: list[str] | None = None) -> int:
     """Run `rag-eval` with argv (default: the process's arguments); the exit status."""
     return errors.run(rag_eval, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,13 +3,14 @@
 Commands raise `BadInput` for what they find wrong themselves; click raises UsageError/BadParameter
 for a malformed command line; the domain reports bad input with ValueError (names, candidates,
 settings, sheets, metrics), OSError (a missing or unreadable file) and the few errors below. `run`
-prints them all the same way, so no command catches them. Anything else is a bug and keeps its
-traceback.
+prints them all the same way, so no command catches them. Anything else is a bug: it keeps its
+traceback, and still exits 2, so a crashed `rag-eval gate` is never read as a regression (exit 1).
 """
 
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 
@@ -21,6 +22,7 @@ _DOMAIN_BAD_INPUT = (
     ("rag_eval_pipeline.instance", "InstanceConfigError"),  # an unusable Dagster instance config
     ("rag_eval_pipeline.core.llm.client", "JudgeUnavailable"),  # the judge server did not answer
     ("rag_eval_pipeline.core.llm.client", "JudgeMisconfigured"),  # the judge server refused the request
+    ("sqlite3", "Error"),  # a cache path that is not a usable SQLite file (RAG_EVAL_WAREHOUSE, --cache)
 )
 
 
@@ -42,7 +44,9 @@ def run(command: click.Command, argv: list[str] | None) -> int:
         return error.exit_code
     except Exception as error:
         if not _is_bad_input(error):
-            raise
+            traceback.print_exc()
+            _error(f"internal error {type(error).__name__}: {error} (a bug: please report it with the trace above)")
+            return ERROR
         _error(str(error))
         return ERROR
     return status if isinstance(status, int) else OK

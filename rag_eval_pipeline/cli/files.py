@@ -9,7 +9,7 @@ import click
 
 from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.cli.options import JudgeOptions, judge_options, progress_logging, settings
-from rag_eval_pipeline.core.defaults import ALL_METRICS, DEFAULT_MIX, MAX_FIELD_CHARS
+from rag_eval_pipeline.core.defaults import ALL_METRICS, DEFAULT_MIX, EMBEDDING_CACHE_FILE, MAX_FIELD_CHARS
 
 BATCH_SIZE = 32  # rows scored between two updates of the progress bar
 
@@ -106,12 +106,13 @@ def _score_with_progress(items, scorer, embedder, metrics, k):
 @judge_options(judge_help="verifies the ground truths")
 def synthesize(docs: Path, out: Path, n: int, types: str, generator: str, round_trip_k: int,
                drop_on_retrieval_miss: bool, judge: JudgeOptions) -> int:
-    from rag_eval_pipeline.evaluation.tabular import write_table
+    from rag_eval_pipeline.evaluation.tabular import check_writable, write_table
     from rag_eval_pipeline.synthesis import pipeline
     from rag_eval_pipeline.synthesis.verification import VerificationSettings
 
     if out.suffix.lower() not in (".jsonl", ".parquet"):
         raise BadInput(f"--out must end in .jsonl or .parquet, got {out.name}")
+    check_writable(out)  # before minutes of embedding, not after
     mix = pipeline.parse_mix(types)
     scorer, embedder = build_judge(judge)
     # The server settings are checked before the folder is read and embedded.
@@ -140,7 +141,7 @@ def build_judge(judge: JudgeOptions):
     from rag_eval_pipeline.core.judging.judge import OfflineJudge
     from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
 
-    embedder = Embedder(settings().warehouse_root / "embedding_cache.sqlite")
+    embedder = Embedder(settings().warehouse_root / EMBEDDING_CACHE_FILE)
     if judge.kind == "offline":
         return OfflineJudge(embedder), embedder
     return build_llm_judge(judge.llm_settings(), judge.mode, judge.cache), embedder

@@ -12,11 +12,10 @@ import click
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
 from rag_eval_pipeline.cli.options import partition_options, settings
-from rag_eval_pipeline.core.defaults import DEFAULT_TOLERANCE
+from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_TOLERANCE
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
 JOBS = ("full_pipeline", "synthesis", "audit")  # the lineage jobs of the code location
-DEFAULT_COMMIT = "working-tree"
 
 
 def _instance():
@@ -122,8 +121,11 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
     from rag_eval_pipeline.partitions import require_registered
+    from rag_eval_pipeline.evaluation.tabular import check_writable
     from rag_eval_pipeline.reporting.assets import ReportSettings
 
+    if junit:
+        check_writable(junit)  # before the audit, not after it
     spec = CandidateSpec.entry(entry) if entry else CandidateSpec("outputs_file", outputs) if outputs else REFERENCE_SPEC
     instance, warehouse = _instance(), _warehouse()
     version = _gated_version(warehouse, tenant, version)

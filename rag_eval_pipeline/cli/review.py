@@ -70,12 +70,13 @@ def _markdown(frame) -> str:
 
 
 def _write_diff(changes, path: Path, title: str) -> None:
+    from rag_eval_pipeline.core.files import atomic_write_text
     from rag_eval_pipeline.evaluation.tabular import write_table
     from rag_eval_pipeline.synthesis.versions import diff_summary
 
     if path.suffix.lower() == ".md":
         counts = ", ".join(f"{n} {change}" for change, n in diff_summary(changes).items())
-        path.write_text(f"# {title}\n\n{counts}\n\n{_markdown(changes) if len(changes) else ''}\n", encoding="utf-8")
+        atomic_write_text(path, f"# {title}\n\n{counts}\n\n{_markdown(changes) if len(changes) else ''}\n")
     else:
         write_table(changes, path)
 

@@ -16,6 +16,7 @@ JUDGED_METRICS = (
 ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
 
 JudgeKind = Literal["offline", "llm"]
+GeneratorKind = Literal["offline", "llm"]  # of synthetic questions: templates, or the judge's LLM server
 JudgeMode = Literal["decomposed", "fused"]  # 2 calls per item for the core metrics, or 1
 JUDGE_MODES: tuple[str, ...] = get_args(JudgeMode)
 DEFAULT_JUDGE_MODE: JudgeMode = "decomposed"
@@ -39,3 +40,7 @@ DEFAULT_TOLERANCE = 0.05  # largest allowed drop of a metric's mean before the g
 # Far above any real question, answer, ground truth or retrieved chunk; the offline judge's cost grows
 # with the product of the field sizes, so a pathological field would otherwise run for many minutes.
 MAX_FIELD_CHARS = 20_000
+
+# The commit recorded for a candidate audited without one (the demo, `rag-eval run`).
+DEFAULT_COMMIT = "working-tree"
+EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # in the warehouse folder

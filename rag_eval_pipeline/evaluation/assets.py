@@ -6,6 +6,8 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, Output
 from pydantic import Field
 
+from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
+
 from rag_eval_pipeline.evaluation.candidates import (
     REFERENCE,
     Candidate,
@@ -33,7 +35,7 @@ class CandidateSettings(Config):
         description="'reference' (the shipped retriever), 'package.module:function', or a path to a JSONL outputs "
         "file: the text form of a CandidateSpec.",
     )
-    commit: str = Field(default="working-tree", description="The candidate's commit, recorded on every row.")
+    commit: str = Field(default=DEFAULT_COMMIT, description="The candidate's commit, recorded on every row.")
     top_k: int = Field(default=5, description="Chunks retrieved by the reference candidate.")
     timeout_s: float = Field(default=30.0, description="Longest wait for one answer before the item fails.")
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, StrictStr, ValidationError
 
+from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.jsonl import read_json_lines
 
 Candidate = Callable[[str], dict]
@@ -52,6 +53,9 @@ class CandidateSpec:
             raise CandidateError(f"the reference candidate takes no value, got {self.value!r}")
         if self.kind == "entry_point" and not (isinstance(self.value, str) and _ENTRY.fullmatch(self.value)):
             raise CandidateError(f"invalid entry {self.value!r}: must look like 'package.module:function'")
+        if self.kind == "entry_point" and self.value.endswith(OUTPUTS_SUFFIX):
+            # Its text form would read back as an outputs file, skipping the checks an outputs file gets.
+            raise CandidateError(f"invalid entry {self.value!r}: a function name may not end in {OUTPUTS_SUFFIX}")
         if self.kind == "outputs_file" and not (isinstance(self.value, str) and self.value.endswith(OUTPUTS_SUFFIX)):
             raise CandidateError(f"invalid outputs {self.value!r}: expected a path to a {OUTPUTS_SUFFIX} file")
 
@@ -112,7 +116,6 @@ class CandidateOutput:
     latency_s: float
 
 
-ALLOWED_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"  # read by settings
 _MODULE = re.compile(rf"^{_DOTTED}$")
 
 
@@ -122,12 +125,10 @@ def allowed_entry_modules() -> tuple[str, ...]:
     Unset or empty: none. A manifest is a file dropped in a folder, so by default it may only ask
     for the reference candidate or precomputed outputs, never to import and run code.
     """
-    from rag_eval_pipeline import settings  # light (pydantic); read at each check so a changed env applies
-
-    prefixes = settings.load().candidate_modules
+    prefixes = settings.load().candidate_modules  # read at each check, so a changed environment applies
     for prefix in prefixes:
         if not _MODULE.fullmatch(prefix):
-            raise CandidateError(f"{ALLOWED_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'")
+            raise CandidateError(f"{settings.CANDIDATE_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'")
     return prefixes
 
 
@@ -137,7 +138,7 @@ def check_entry_allowed(spec: str, prefixes: tuple[str, ...]) -> str:
     if not any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
         allowed = ", ".join(prefixes) or "none"
         raise CandidateError(
-            f"entry {spec!r} is not in an allowed package (allowed: {allowed}; set {ALLOWED_MODULES_VARIABLE})"
+            f"entry {spec!r} is not in an allowed package (allowed: {allowed}; set {settings.CANDIDATE_MODULES_VARIABLE})"
         )
     return spec
 

@@ -106,8 +106,13 @@ def check_format(path: Path, what: str) -> None:
 
 def check_output_path(path: Path) -> None:
     """Refuse an output that could not be written, before any scoring is spent on it."""
+    check_format(Path(path), "output")
+    check_writable(path)
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a file that could not be written (a folder, under a file, in a read-only folder)."""
     path = Path(path)
-    check_format(path, "output")
     if path.is_dir():
         raise ValueError(f"output {path} is a folder")
     folder = path.parent

@@ -4,6 +4,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetKey, Config, Output
 from pydantic import Field
 
+from rag_eval_pipeline.core.defaults import GeneratorKind
 from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
@@ -48,7 +49,7 @@ class SynthesisSettings(Config):
     type_mix: dict[str, float] = Field(
         default=DEFAULT_MIX, description="Share of each question type: simple, reasoning, multi_context, unanswerable."
     )
-    generator: str = Field(
+    generator: GeneratorKind = Field(
         default="offline",
         description="'offline' (embedded templates: simple, multi_context, unanswerable) or 'llm' (all four "
         "types, through the judge resource's OpenAI-compatible server).",

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
+from rag_eval_pipeline.core.files import atomic_write_text, write_atomically
 from rag_eval_pipeline.core.jsonl import read_json_lines
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, ITEM_COLUMNS, REJECTED_COLUMNS, UNANSWERABLE, normalise
 from rag_eval_pipeline.core.text import sha256
@@ -75,15 +76,11 @@ def review_sheet(golden: pd.DataFrame) -> pd.DataFrame:
 def write_sheet(sheet: pd.DataFrame, path: Path | str) -> Path:
     """CSV or JSONL by the file's extension, UTF-8."""
     path = Path(path)
-    suffix = _sheet_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".csv":
+    if _sheet_format(path) == ".csv":
         # Quoted fields keep commas, quotes and line breaks; pandas reads them back as written.
-        sheet.to_csv(path, index=False, encoding="utf-8")
-    else:
-        lines = [json.dumps(row, ensure_ascii=False) for row in sheet.to_dict("records")]
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+        return write_atomically(path, lambda partial: sheet.to_csv(partial, index=False, encoding="utf-8"))
+    lines = [json.dumps(row, ensure_ascii=False) for row in sheet.to_dict("records")]
+    return atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def read_sheet(path: Path | str) -> pd.DataFrame:

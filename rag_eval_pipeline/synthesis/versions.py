@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+from pydantic import TypeAdapter, ValidationError
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
@@ -44,6 +45,9 @@ class Manifest:
     published_at: str  # UTC, ISO 8601
     source: str  # "synthesis" or "review of <version>"
     parent_version: str | None
+
+
+_MANIFEST = TypeAdapter(Manifest)  # checks a manifest read back: a hand-edited one fails in one line
 
 
 def content_hash(golden: pd.DataFrame) -> str:
@@ -144,8 +148,12 @@ def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest |
     path = _manifest_path(warehouse, tenant, version)
     if not path.is_file():
         return None
-    fields = json.loads(path.read_text(encoding="utf-8"))
-    return Manifest(**{name: fields.get(name) for name in Manifest.__dataclass_fields__})
+    try:
+        return _MANIFEST.validate_json(path.read_bytes())
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "the file"
+        raise ValueError(f"golden-set manifest {path} is malformed ({where}: {problem['msg']})") from None
 
 
 def _manifest_path(warehouse: Warehouse, tenant: str, version: str):

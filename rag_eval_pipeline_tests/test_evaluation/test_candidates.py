@@ -329,3 +329,10 @@ def test_reference_candidate_embeds_chunks_once(embedder):
 
     assert candidate.chunk_vectors.shape == (2, 384)
     assert np.allclose(np.linalg.norm(candidate.chunk_vectors, axis=1), 1.0, atol=1e-4)
+
+
+def test_an_entry_point_whose_text_reads_as_an_outputs_file_is_refused():
+    # 'm:f.jsonl' would come back from its text form as an outputs file, skipping the outputs-file checks.
+    with pytest.raises(CandidateError, match="may not end in .jsonl"):
+        CandidateSpec.entry("my_rag:answer.jsonl")
+    assert CandidateSpec.entry("my_rag:answer").kind == "entry_point"

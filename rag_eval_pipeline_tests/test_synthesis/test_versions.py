@@ -279,3 +279,14 @@ def test_missing_derived_from_values_are_ignored(golden):
     new = _golden([ITEMS[0], REWORDED, *ITEMS[2:]]).assign(derived_from=[None, float("nan"), "", None])
 
     assert diff_summary(diff_versions(golden, new)) == {"added": 1, "removed": 1, "edited": 0}
+
+
+@pytest.mark.parametrize("text, problem", [("[1, 2]", "the file"), ('{"tenant": "acme"}', "dataset_version")])
+def test_a_malformed_manifest_is_one_clear_error_naming_the_file(golden, warehouse, text, problem):
+    warehouse.write("acme", "v1", "golden_set", golden)
+    publish(warehouse, "acme", "v1", golden)
+    path = warehouse.partition_dir("acme", "v1") / MANIFEST_FILE
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        read_manifest(warehouse, "acme", "v1")
+    assert str(path) in str(error.value) and problem in str(error.value) and "\n" not in str(error.value)

@@ -1,7 +1,7 @@
 """What a judge says about one item, before any formula is applied.
 
 A judge (offline or LLM) answers a few primitive questions per item; the metrics turn the answers
-into scores by the design's formulas. Each answer is either a value or a `Failure` with the reason,
+into scores by the formulas of metrics.py. Each answer is either a value or a `Failure` with the reason,
 so a metric that could not be measured says why instead of scoring 0 or NaN.
 """
 
