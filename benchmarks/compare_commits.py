@@ -121,6 +121,7 @@ def main() -> None:
                 results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
             fast = this.timed([*suite, "-m", FAST_TIER], expect=None, bare=True)
             results["fast_tier"] = {"this": {"median_s": fast, "outcome": this.last_tail.strip().splitlines()[-1]}}
+    subprocess.run(["git", "worktree", "remove", "--force", str(earlier_root)], cwd=REPO_ROOT, check=False)
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "compare_commits.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
