@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from sklearn.cluster import HDBSCAN
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 OUTLIER = -1
 
@@ -24,6 +22,10 @@ def cluster_chunks(chunk_ids: list[str], vectors: np.ndarray) -> pd.DataFrame:
         # Too few points for density clustering to mean anything: one group.
         labels, strengths = np.zeros(n, dtype=int), np.ones(n)
     else:
+        # Imported here: scikit-learn takes a second to import, and loading the code location (every
+        # `rag-eval gate`) should not pay for it.
+        from sklearn.cluster import HDBSCAN
+
         size = min_cluster_size_for(n)
         # Euclidean distance on unit vectors orders pairs exactly as cosine distance does.
         # scikit-learn counts a point among its own min_samples neighbours; the hdbscan package, which
@@ -49,6 +51,8 @@ def cluster_labels(texts: list[str], cluster_ids: list[int], n_terms: int = 3) -
         groups.setdefault(int(cluster), []).append(text)
     if not groups:
         return {}
+    from sklearn.feature_extraction.text import TfidfVectorizer  # imported late, like HDBSCAN
+
     documents = [" ".join(group) for group in groups.values()]
     try:
         vectorizer = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True,

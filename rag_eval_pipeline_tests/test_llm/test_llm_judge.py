@@ -85,11 +85,12 @@ def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama
 
 @pytest.mark.llm
 def test_fused_mode_makes_one_call_per_item(llama_server, embedder):
-    results, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE)
+    items = ITEMS[:2]  # a fused reply is long on a CPU server: two items show "one call each" as well as three
+    results, judgements = score_items(items, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE)
     _assert_well_formed(results)
     usage = total_usage(judgements)
     assert set(usage) == {"fused_triad"}
-    assert usage["fused_triad"]["calls"] - usage["fused_triad"]["retries"] == len(ITEMS)
+    assert usage["fused_triad"]["calls"] - usage["fused_triad"]["retries"] == len(items)
 
 
 @pytest.mark.llm
