@@ -60,6 +60,7 @@ class Tree:
         done = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         elapsed = time.perf_counter() - started
         self.last_tail = (done.stdout + done.stderr)[-300:]
+        self.last_failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
         if expect is not None and done.returncode != expect:
             tail = (done.stdout + done.stderr)[-2000:]
             raise SystemExit(f"[{self.name}] {' '.join(command)} exited {done.returncode}, expected {expect}:\n{tail}")
@@ -119,6 +120,7 @@ def main() -> None:
             results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1, expect=None, bare=True), "this", "earlier")
             for tree in trees:
                 results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
+                results["suite"][tree.name]["failed"] = tree.last_failed
             fast = this.timed([*suite, "-m", FAST_TIER], expect=None, bare=True)
             results["fast_tier"] = {"this": {"median_s": fast, "outcome": this.last_tail.strip().splitlines()[-1]}}
     subprocess.run(["git", "worktree", "remove", "--force", str(earlier_root)], cwd=REPO_ROOT, check=False)
