@@ -106,7 +106,8 @@ def _score_with_progress(items, scorer, embedder, metrics, k):
 @judge_options(judge_help="verifies the ground truths")
 def synthesize(docs: Path, out: Path, n: int, types: str, generator: str, round_trip_k: int,
                drop_on_retrieval_miss: bool, judge: JudgeOptions) -> int:
-    from rag_eval_pipeline.evaluation.tabular import check_writable, write_table
+    from rag_eval_pipeline.core.files import check_writable
+    from rag_eval_pipeline.evaluation.tabular import write_table
     from rag_eval_pipeline.synthesis import pipeline
     from rag_eval_pipeline.synthesis.verification import VerificationSettings
 

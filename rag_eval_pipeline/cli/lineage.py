@@ -121,7 +121,7 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
     from rag_eval_pipeline.partitions import require_registered
-    from rag_eval_pipeline.evaluation.tabular import check_writable
+    from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.reporting.assets import ReportSettings
 
     if junit:

@@ -39,3 +39,17 @@ def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> Path:
 
 def atomic_copy(source: Path, path: Path) -> Path:
     return write_atomically(path, lambda partial: shutil.copyfile(source, partial))
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a file that could not be written (a folder, under a file, in a read-only folder)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"output {path} is a folder")
+    folder = path.parent
+    while not folder.exists():  # the folders still missing are created when the output is written
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"output {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"output {path}: folder {folder} is not writable")

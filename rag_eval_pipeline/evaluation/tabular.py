@@ -9,7 +9,6 @@ status 'invalid'; the other rows are scored. Rows are told apart by position, ne
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
-from rag_eval_pipeline.core.files import write_atomically
+from rag_eval_pipeline.core.files import check_writable, write_atomically
 from rag_eval_pipeline.core.jsonl import iter_json_lines
 from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.evaluation.scoring import metric_rows
@@ -108,20 +107,6 @@ def check_output_path(path: Path) -> None:
     """Refuse an output that could not be written, before any scoring is spent on it."""
     check_format(Path(path), "output")
     check_writable(path)
-
-
-def check_writable(path: Path) -> None:
-    """Refuse a file that could not be written (a folder, under a file, in a read-only folder)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"output {path} is a folder")
-    folder = path.parent
-    while not folder.exists():  # the folders still missing are created when the output is written
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"output {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"output {path}: folder {folder} is not writable")
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:
