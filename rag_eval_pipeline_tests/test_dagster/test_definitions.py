@@ -135,3 +135,12 @@ def test_importing_changes_no_warning_filter_and_no_preview_warning_leaks(tmp_pa
         env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert completed.returncode == 0, completed.stderr
+
+
+def test_the_cli_offers_exactly_the_jobs_of_the_code_location():
+    # The CLI lists job names itself, so that `rag-eval --help` needs no Dagster: keep the two in step.
+    from rag_eval_pipeline.automation.run_config import JOB_ASSETS
+    from rag_eval_pipeline.cli.lineage import JOBS
+
+    jobs = {job.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
+    assert set(JOBS) == jobs == set(JOB_ASSETS)
