@@ -3,7 +3,7 @@ resources on embedded defaults."""
 
 from pathlib import Path
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions, EnvVar, in_process_executor
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.defaults import EMBEDDING_CACHE_FILE
@@ -20,6 +20,7 @@ from rag_eval_pipeline.resources import (
     WarehouseResource,
 )
 from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.resources.production import ProductionIOManager
 from rag_eval_pipeline.synthesis import definitions as synthesis
 
 # In lineage order: documents, golden set, audit, report. The modules, not their `defs`: the code
@@ -42,6 +43,25 @@ def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
     }
 
 
+def production_resources(current: settings.Settings) -> dict:
+    """Production mode: results in Postgres, large tables in the object store, caches in Redis; the
+    secrets (database URL, object store keys) are read from the environment where the run executes."""
+    production = current.production
+    embedder = EmbedderResource(cache_path=production.cache_url or str(current.warehouse_root / EMBEDDING_CACHE_FILE))
+    database_url = EnvVar(settings.PRODUCTION_VARIABLES["database_url"])
+    object_store = {
+        "object_store_url": production.object_store_url, "object_store_endpoint": production.object_store_endpoint,
+        "access_key_id": EnvVar("AWS_ACCESS_KEY_ID"), "secret_access_key": EnvVar("AWS_SECRET_ACCESS_KEY"),
+    } if production.object_store_url else {}
+    return {
+        "io_manager": ProductionIOManager(database_url=database_url, root=str(current.warehouse_root), **object_store),
+        "warehouse": WarehouseResource(root=str(current.warehouse_root), database_url=database_url),
+        "documents": DocumentsResource(root=str(current.documents_root)),
+        "embedder": embedder,
+        "judge": JudgeResource.from_settings(current.judge, embedder, current.judge.cache),
+    }
+
+
 def build_definitions() -> Definitions:
     """Definitions with resources at the locations the environment names now (see settings)."""
     current = settings.load()
@@ -51,7 +71,8 @@ def build_definitions() -> Definitions:
             jobs=[full_pipeline_job, synthesis_job, audit_job],
             sensors=SENSORS,
             schedules=SCHEDULES,
-            resources=local_resources(current.documents_root, current.warehouse_root),
+            resources=production_resources(current) if current.production.enabled
+            else local_resources(current.documents_root, current.warehouse_root),
             # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
             executor=in_process_executor,
         ),

@@ -56,6 +56,15 @@ BRANCH_VARIABLES = {
     "tenant": "RAG_EVAL_CANDIDATE_TENANT",
     "entry": "RAG_EVAL_CANDIDATE_ENTRY",
 }
+# Production mode: results in Postgres, large tables in an object store, caches in Redis. Each is off
+# while its variable is unset; the database URL is what turns production mode on.
+PRODUCTION_VARIABLES = {
+    "database_url": "RAG_EVAL_DATABASE_URL",  # the pipeline's role, rag_eval_app
+    "database_admin_url": "RAG_EVAL_DATABASE_ADMIN_URL",  # only `rag-eval db upgrade` uses it
+    "object_store_url": "RAG_EVAL_OBJECT_STORE_URL",  # s3://bucket/prefix
+    "object_store_endpoint": "RAG_EVAL_OBJECT_STORE_ENDPOINT",  # an S3-compatible server's URL
+    "cache_url": "RAG_EVAL_CACHE_URL",  # redis://host:port/db, shared by every worker
+}
 # Packages a candidate manifest may name code in (comma-separated); none by default.
 CANDIDATE_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"  # in the warehouse unless RAG_EVAL_JUDGE_CACHE moves it
@@ -93,6 +102,22 @@ class FollowedBranch(BaseModel):
     entry: str = "reference"
 
 
+class ProductionSettings(BaseModel):
+    """Where a production deployment keeps what every worker must share (RAG_EVAL_DATABASE_URL etc.)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str = ""
+    database_admin_url: str = ""
+    object_store_url: str = ""
+    object_store_endpoint: str = ""
+    cache_url: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.database_url)
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -103,6 +128,7 @@ class Settings(BaseModel):
     judge: JudgeSettings
     followed_branch: FollowedBranch | None = None
     candidate_modules: tuple[str, ...] = ()
+    production: ProductionSettings = ProductionSettings()
 
 
 def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -114,13 +140,15 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
         for name, (variable, folder) in LOCATIONS.items()
     }
     judge = {name: value for name, variable in JUDGE_VARIABLES.items() if (value := _value(environ, variable))}
-    judge.setdefault("cache", str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
+    production = {name: value for name, variable in PRODUCTION_VARIABLES.items() if (value := _value(environ, variable))}
+    judge.setdefault("cache", production.get("cache_url") or str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
     try:
         return Settings(
             **locations, judge=JudgeSettings(**judge), candidate_modules=modules,
             followed_branch=FollowedBranch(**branch) if "repo" in branch else None,
+            production=ProductionSettings(**production),
         )
     except ValidationError as error:
         raise SettingsError("; ".join(_problem(problem) for problem in error.errors())) from None
@@ -133,7 +161,7 @@ def _value(environ: Mapping[str, str], variable: str) -> str:
 def _problem(problem: dict) -> str:
     """One pydantic error as '<VARIABLE> must be ..., got <value>'."""
     field = str(problem["loc"][-1])
-    variable = JUDGE_VARIABLES.get(field) or LOCATIONS.get(field, (field,))[0]
+    variable = JUDGE_VARIABLES.get(field) or PRODUCTION_VARIABLES.get(field) or LOCATIONS.get(field, (field,))[0]
     context = problem.get("ctx") or {}
     wanted = {
         "int_parsing": "must be an integer",

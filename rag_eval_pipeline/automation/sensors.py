@@ -27,7 +27,7 @@ from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpe
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.synthesis.versions import latest_version
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
 Clock = Callable[[], datetime]
@@ -167,8 +167,10 @@ def build_candidate_commit_sensor(
         known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
         registered = set(context.instance.get_dynamic_partitions(dataset_version_partitions.name))
 
+        store = WarehouseResource(root=str(warehouse), database_url=current.production.database_url).store()
+
         def golden(tenant: str) -> Optional[str]:
-            return latest_version(Warehouse(warehouse), tenant, among=registered)
+            return latest_version(store, tenant, among=registered)
 
         run_requests, reasons = [], []
         seen = cursor.get("manifests", {})

@@ -9,15 +9,14 @@ from __future__ import annotations
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
-from rag_eval_pipeline.cli.options import settings
+from rag_eval_pipeline.cli.options import results_store
 
 
 def _store():
-    from rag_eval_pipeline.core.warehouse import Warehouse
-    from rag_eval_pipeline.reporting.baselines import BaselineStore
+    from rag_eval_pipeline.reporting.baselines import baseline_store
 
-    warehouse = Warehouse(settings().warehouse_root)
-    return warehouse, BaselineStore(warehouse)
+    warehouse = results_store()
+    return warehouse, baseline_store(warehouse)
 
 
 @click.group(help="show a tenant's baseline history, or promote an audited commit", no_args_is_help=False)

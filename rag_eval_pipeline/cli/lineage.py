@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
-from rag_eval_pipeline.cli.options import partition_options, settings
+from rag_eval_pipeline.cli.options import partition_options, results_store, settings
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_TOLERANCE
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
@@ -25,9 +25,7 @@ def _instance():
 
 
 def _warehouse():
-    from rag_eval_pipeline.core.warehouse import Warehouse
-
-    return Warehouse(settings().warehouse_root)
+    return results_store()
 
 
 def _commit(commit: str, option: str) -> str:
@@ -137,7 +135,7 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     _print_outcome(outcome, tenant, version, "audit", commit)
     if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
         return ERROR
-    return _print_verdict(warehouse.audit_dir(tenant, version, commit, outcome.run_id), tenant, version, commit, junit)
+    return _print_verdict(warehouse, tenant, version, commit, outcome.run_id, junit)
 
 
 def _gated_version(warehouse, tenant: str, version: str | None) -> str:
@@ -150,26 +148,27 @@ def _gated_version(warehouse, tenant: str, version: str | None) -> str:
 
 
 def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | None) -> None:
-    from rag_eval_pipeline.reporting.baselines import BaselineStore
+    from rag_eval_pipeline.reporting.baselines import baseline_store
     from rag_eval_pipeline.synthesis.versions import read_manifest
 
     if read_manifest(warehouse, tenant, version) is None:
         raise BadInput(f"the golden set of {tenant}/{version} is not published (its synthesis did not finish or "
                        "its checks failed): nothing to gate on")
-    audited = BaselineStore(warehouse).audited_commits(tenant, version)
+    audited = baseline_store(warehouse).audited_commits(tenant, version)
     if baseline and baseline not in audited:
         raise BadInput(f"baseline commit {baseline!r} was never audited on {tenant}/{version} "
                        f"(audited commits: {', '.join(audited) or 'none yet'})")
 
 
-def _print_verdict(folder: Path, tenant: str, version: str, commit: str, junit: Path | None) -> int:
+def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: str, junit: Path | None) -> int:
     """This run's own report, never another audit's, even when several gates of the tenant run at once."""
-    import pandas as pd
-
     from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
     from rag_eval_pipeline.reporting.junit import write_junit
+    from rag_eval_pipeline.reporting.report import MARKDOWN_FILE
 
-    report = pd.read_parquet(folder / "regression_report.parquet")
+    report = warehouse.read_audit_table(tenant, version, run_id, "regression_report")
+    if report is None:
+        raise BadInput(f"run {run_id} wrote no regression report for {tenant}/{version}")
     verdict = str(report["verdict_overall"].iloc[0])
     failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
     if junit:
@@ -181,7 +180,7 @@ def _print_verdict(folder: Path, tenant: str, version: str, commit: str, junit: 
         click.echo(f"note: {report['baseline_source'].iloc[0].split('; ', 1)[1]}")
     if report["promoted_to_baseline"].iloc[0]:
         click.echo(f"{commit} is now the baseline: {report['promoted_to_baseline'].iloc[0]}")
-    click.echo(f"report: {folder / 'regression_report.md'}")
+    click.echo(f"report: {warehouse.report_location(tenant, version, commit, run_id) / MARKDOWN_FILE}")
     return BLOCKED if verdict in (BLOCK, NOTHING_SCORED) else OK
 
 
@@ -204,7 +203,12 @@ def _print_outcome(outcome, tenant: str, version: str, job: str, commit: str) ->
 
 
 def _print_tables(outcome, tenant: str, version: str, job: str, commit: str) -> None:
+    from rag_eval_pipeline.core.warehouse import Warehouse
+
     warehouse = _warehouse()
+    if not isinstance(warehouse, Warehouse):  # production mode: the results are rows, not files
+        click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s; results in {warehouse.root}")
+        return
     folder = warehouse.partition_dir(tenant, version)
     click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s")
     audit = warehouse.find_audit_dir(tenant, version, outcome.run_id)

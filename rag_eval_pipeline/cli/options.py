@@ -39,6 +39,14 @@ def settings() -> Settings:
     return root.meta["settings"]
 
 
+def results_store():
+    """Where this command finds the results: the local warehouse, or the results database in production mode."""
+    from rag_eval_pipeline.resources.warehouse import WarehouseResource
+
+    current = settings()
+    return WarehouseResource(root=str(current.warehouse_root), database_url=current.production.database_url).store()
+
+
 def _from_settings(read):
     """A default taken from this command's settings when the option is not given."""
     return lambda: read(settings())

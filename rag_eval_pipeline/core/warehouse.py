@@ -8,7 +8,8 @@ read or overwrite each other's rows.
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from urllib.parse import quote, unquote
 
 import pandas as pd
@@ -19,6 +20,19 @@ from rag_eval_pipeline.core.names import validate_commit, validate_name, validat
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
 AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
+
+
+REPORT_FILES = {"markdown": "regression_report.md", "html": "regression_report.html"}
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    """A rendered regression report as a store keeps it."""
+
+    verdict: str
+    summary: dict
+    markdown: str
+    html: str
 
 
 def commit_of_folder(folder: Path) -> str:
@@ -81,5 +95,45 @@ class Warehouse:
     def exists(self, tenant: str, dataset_version: str, name: str) -> bool:
         return self.table_path(tenant, dataset_version, name).is_file()
 
+    def where(self, tenant: str, dataset_version: str, name: str) -> str:
+        return str(self.table_path(tenant, dataset_version, name))
+
     def write_text(self, tenant: str, dataset_version: str, filename: str, text: str) -> Path:
         return atomic_write_text(self.partition_dir(tenant, dataset_version) / filename, text)
+
+    def read_text(self, tenant: str, dataset_version: str, filename: str) -> str | None:
+        path = self.partition_dir(tenant, dataset_version) / filename
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def text_location(self, tenant: str, dataset_version: str, filename: str) -> str:
+        return str(self.partition_dir(tenant, dataset_version) / filename)
+
+    def manifest_texts(self, tenant: str, filename: str = "golden_set.manifest.json") -> dict[str, str]:
+        """{version: manifest text} of the tenant's versions whose golden-set table is beside its manifest."""
+        found = {}
+        for manifest in sorted(self.tenant_dir(tenant).glob(f"*/{filename}")):
+            if (manifest.parent / "golden_set.parquet").is_file():
+                found[manifest.parent.name] = manifest.read_text(encoding="utf-8")
+        return found
+
+    # --- an audit's tables: one folder per commit and run ---
+
+    def write_audit_table(self, tenant: str, dataset_version: str, commit: str, run_id: str, name: str,
+                          frame: pd.DataFrame) -> Path:
+        return atomic_write_parquet(self.audit_dir(tenant, dataset_version, commit, run_id) / f"{name}.parquet", frame)
+
+    def report_location(self, tenant: str, dataset_version: str, commit: str, run_id: str) -> PurePath:
+        return self.audit_dir(tenant, dataset_version, commit, run_id)
+
+    def write_report(self, tenant: str, dataset_version: str, commit: str, run_id: str, report: StoredReport,
+                     parameters: dict) -> None:
+        """The Markdown and HTML files, each written then renamed (the parameters are in the run's config)."""
+        folder = self.audit_dir(tenant, dataset_version, commit, run_id)
+        atomic_write_text(folder / REPORT_FILES["html"], report.html)
+        atomic_write_text(folder / REPORT_FILES["markdown"], report.markdown)
+
+    def read_audit_table(self, tenant: str, dataset_version: str, run_id: str, name: str) -> pd.DataFrame | None:
+        """The table a run wrote, whatever its commit (run ids are unique); None when it wrote none."""
+        folder = self.find_audit_dir(tenant, dataset_version, run_id)
+        path = folder / f"{name}.parquet" if folder is not None else None
+        return pd.read_parquet(path) if path is not None and path.is_file() else None

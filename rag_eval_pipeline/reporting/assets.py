@@ -62,7 +62,7 @@ def regression_report(
     run_id = context.run.run_id
     commit = audited_commit(context.run.tags.get(COMMIT_TAG), metric_scores, candidate_outputs)
     store = warehouse.store()
-    baselines = BaselineStore(store)
+    baselines = warehouse.baselines()
     scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
     for _ in range(COMPARE_ATTEMPTS):
         # Compared outside the lock (re-scoring a baseline may take long), then archived and promoted
@@ -81,10 +81,11 @@ def regression_report(
             break
     else:
         raise BaselineChanged(f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate")
-    audit = Audit(tenant, version, commit, run_id, store.audit_dir(tenant, version, commit, run_id),
+    audit = Audit(tenant, version, commit, run_id, store.report_location(tenant, version, commit, run_id),
                   judges_of(metric_scores))
     report = build_report(audit, outcome)
-    report.write()
+    tolerances = {"default": config.tolerance, **config.metric_tolerances}
+    store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": tolerances})
     return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown)})
 
 

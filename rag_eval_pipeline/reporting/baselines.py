@@ -196,3 +196,12 @@ class BaselineStore:
 
 def _now(digits: int) -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds" if digits else "seconds")
+
+
+def baseline_store(store):
+    """The baselines kept beside a store: files in a Warehouse, tables in the results database."""
+    if isinstance(store, Warehouse):
+        return BaselineStore(store)
+    from rag_eval_pipeline.reporting.database_baselines import DatabaseBaselineStore
+
+    return DatabaseBaselineStore(store)

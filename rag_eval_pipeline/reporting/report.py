@@ -6,26 +6,26 @@ Dagster-free: the regression_report asset builds it from the comparison it made 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 
 import pandas as pd
 
-from rag_eval_pipeline.core.files import atomic_write_text
+from rag_eval_pipeline.core.warehouse import REPORT_FILES, StoredReport
 from rag_eval_pipeline.reporting.compare import Analysis, Comparison
 from rag_eval_pipeline.reporting.render import render_html, render_markdown
 
-MARKDOWN_FILE, HTML_FILE = "regression_report.md", "regression_report.html"
+MARKDOWN_FILE, HTML_FILE = REPORT_FILES["markdown"], REPORT_FILES["html"]
 
 
 @dataclass(frozen=True)
 class Audit:
-    """Which run of which candidate the report is about, and where its files go."""
+    """Which run of which candidate the report is about, and where its store keeps it."""
 
     tenant: str
     version: str
     commit: str
     run_id: str
-    folder: Path  # the run's audit folder
+    folder: PurePath  # the run's audit folder (a name for messages when the store is a database)
     judge: str  # the judge(s) that scored the candidate
 
 
@@ -45,14 +45,12 @@ class Report:
     table: pd.DataFrame  # one row per metric, with the overall verdict and the baseline on each
     markdown: str
     html: str
-    markdown_path: Path
-    html_path: Path
+    markdown_path: PurePath
+    html_path: PurePath
     summary: dict[str, str]  # the headline figures, as plain strings (asset metadata, logs)
 
-    def write(self) -> None:
-        """Both files, each written then renamed: a reader never sees half a report."""
-        atomic_write_text(self.html_path, self.html)
-        atomic_write_text(self.markdown_path, self.markdown)
+    def stored(self) -> StoredReport:
+        return StoredReport(self.summary["verdict"], self.summary, self.markdown, self.html)
 
 
 def build_report(audit: Audit, outcome: Outcome) -> Report:

@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, OutputContext
 
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.core.files import atomic_write_parquet
 from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
 
 class WarehouseResource(ConfigurableResource):
-    root: str
+    """The local warehouse; with `database_url` (production mode) the results live in Postgres instead."""
 
-    def store(self) -> Warehouse:
-        return Warehouse(self.root)
+    root: str
+    database_url: str = ""
+
+    def store(self):
+        """A Warehouse, or the results database's DatabaseStore: the same methods for the results."""
+        if not self.database_url:
+            return Warehouse(self.root)
+        from rag_eval_pipeline.core.database.results import DatabaseStore
+
+        return DatabaseStore(results_database(self.database_url))
+
+    def baselines(self):
+        from rag_eval_pipeline.reporting.baselines import baseline_store
+
+        return baseline_store(self.store())
+
+
+@functools.cache
+def results_database(url: str):
+    """One verified ResultsDatabase (and its connection pool) per URL and process."""
+    from rag_eval_pipeline.core.database.connection import open_results_database
+
+    return open_results_database(url)
 
 
 class WarehouseIOManager(ConfigurableIOManager):
@@ -24,30 +46,37 @@ class WarehouseIOManager(ConfigurableIOManager):
     root: str
 
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
-        tenant, version = split_key(context.asset_partition_key)
-        name = context.asset_key.path[-1]
-        warehouse = Warehouse(self.root)
-        if name in AUDIT_TABLES:
-            folder = warehouse.audit_dir(tenant, version, _commit(context), context.run_id)
-            path = atomic_write_parquet(folder / f"{name}.parquet", obj)
-        else:
-            path = warehouse.write(tenant, version, name, obj)
-        context.add_output_metadata({"path": str(path)})
+        write_table(Warehouse(self.root), context, obj)
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
-        tenant, version = split_key(context.asset_partition_key)
-        name = context.asset_key.path[-1]
-        warehouse = Warehouse(self.root)
-        if name not in AUDIT_TABLES:
-            return warehouse.read(tenant, version, name)
-        run_id = context.upstream_output.run_id if context.upstream_output else context.step_context.run_id
-        folder = warehouse.find_audit_dir(tenant, version, run_id)
-        if folder is None or not (folder / f"{name}.parquet").is_file():
-            raise FileNotFoundError(
-                f"no {name!r} table of run {run_id} for {tenant}/{version}: the audit tables are kept per commit "
-                "and run, so materialize candidate_outputs, metric_scores and regression_report in one run"
-            )
-        return pd.read_parquet(folder / f"{name}.parquet")
+        return read_table(Warehouse(self.root), context)
+
+
+def write_table(store, context: OutputContext, frame: pd.DataFrame) -> None:
+    """An asset's table into the store (a Warehouse or the results database): the audit tables under
+    their commit and run, the others under their partition."""
+    tenant, version = split_key(context.asset_partition_key)
+    name = context.asset_key.path[-1]
+    if name in AUDIT_TABLES:
+        where = store.write_audit_table(tenant, version, _commit(context), context.run_id, name, frame)
+    else:
+        where = store.write(tenant, version, name, frame)
+    context.add_output_metadata({"path": str(where)})
+
+
+def read_table(store, context: InputContext) -> pd.DataFrame:
+    tenant, version = split_key(context.asset_partition_key)
+    name = context.asset_key.path[-1]
+    if name not in AUDIT_TABLES:
+        return store.read(tenant, version, name)
+    run_id = context.upstream_output.run_id if context.upstream_output else context.step_context.run_id
+    frame = store.read_audit_table(tenant, version, run_id, name)
+    if frame is None:
+        raise FileNotFoundError(
+            f"no {name!r} table of run {run_id} for {tenant}/{version}: the audit tables are kept per commit "
+            "and run, so materialize candidate_outputs, metric_scores and regression_report in one run"
+        )
+    return frame
 
 
 def _commit(context: OutputContext) -> str:

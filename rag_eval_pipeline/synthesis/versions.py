@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pandas as pd
 from pydantic import TypeAdapter, ValidationError
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
-from rag_eval_pipeline.core.files import atomic_write_text
 from rag_eval_pipeline.core.warehouse import Warehouse
 
 MANIFEST_FILE = "golden_set.manifest.json"
@@ -145,26 +143,26 @@ def publish(
 
 
 def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:
-    path = _manifest_path(warehouse, tenant, version)
-    if not path.is_file():
+    return _parse_manifest(warehouse.read_text(tenant, version, MANIFEST_FILE),
+                           warehouse.text_location(tenant, version, MANIFEST_FILE))
+
+
+def _parse_manifest(content: str | None, location: str) -> Manifest | None:
+    if content is None:
         return None
     try:
-        return _MANIFEST.validate_json(path.read_bytes())
+        return _MANIFEST.validate_json(content)
     except ValidationError as error:
         problem = error.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the file"
-        raise ValueError(f"golden-set manifest {path} is malformed ({where}: {problem['msg']})") from None
-
-
-def _manifest_path(warehouse: Warehouse, tenant: str, version: str):
-    return warehouse.partition_dir(tenant, version) / MANIFEST_FILE
+        raise ValueError(f"golden-set manifest {location} is malformed ({where}: {problem['msg']})") from None
 
 
 def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
-    path = _manifest_path(warehouse, manifest.tenant, manifest.dataset_version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write then rename: a half-written manifest would make the version unreadable.
-    atomic_write_text(path, json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n")
+    # Written whole (a rename on disk, one transaction in the database): a half-written manifest would
+    # make the version unreadable.
+    content = json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n"
+    warehouse.write_text(manifest.tenant, manifest.dataset_version, MANIFEST_FILE, content)
 
 
 def _counts_by_type(golden: pd.DataFrame) -> dict[str, int]:
@@ -233,12 +231,9 @@ def latest_version(warehouse: Warehouse, tenant: str, among: set[str] | None = N
 
     Only whole versions count: a manifest (written last) beside its table.
     """
-    tenant_dir = Path(warehouse.root) / validate_name("tenant", tenant)
     manifests = [
-        read_manifest(warehouse, tenant, folder.name)
-        for folder in sorted(tenant_dir.glob("*/"))
-        if (folder / MANIFEST_FILE).is_file() and (folder / "golden_set.parquet").is_file()
-        and (among is None or folder.name in among)
+        _parse_manifest(content, warehouse.text_location(tenant, version, MANIFEST_FILE))
+        for version, content in warehouse.manifest_texts(validate_name("tenant", tenant)).items()
+        if among is None or version in among
     ]
-    manifests = [m for m in manifests if m is not None]
     return max(manifests, key=lambda m: (m.published_at, m.dataset_version)).dataset_version if manifests else None

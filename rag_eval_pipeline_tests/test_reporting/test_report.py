@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.reporting.compare import analyse, compare
 from rag_eval_pipeline.reporting.report import HTML_FILE, MARKDOWN_FILE, Audit, Outcome, build_report, judges_of
 from rag_eval_pipeline_tests.test_reporting.test_analysis import GOLDEN, frame
@@ -16,7 +17,8 @@ def _report(tmp_path, promotion=None):
     outputs = GOLDEN[["qa_id", "question"]].assign(answer=f"the answer {SCRIPT}")
     comparison = compare(candidate, baseline)
     analysis = analyse(comparison, candidate, baseline, GOLDEN, outputs, outputs.assign(answer="old"))
-    audit = Audit("acme", "v1", "abc123", "run-1", tmp_path / "audit", judges_of(candidate))
+    folder = Warehouse(tmp_path).report_location("acme", "v1", "abc123", "run-1")
+    audit = Audit("acme", "v1", "abc123", "run-1", folder, judges_of(candidate))
     return build_report(audit, Outcome("base42", "current baseline", comparison, analysis, promotion))
 
 
@@ -26,7 +28,8 @@ def test_the_report_carries_the_verdict_the_baseline_and_where_its_files_go(tmp_
     assert report.summary["verdict"] == "block" and report.summary["commit"] == "abc123"
     assert report.summary["failing_metrics"] == "hit_rate, faithfulness"
     assert report.summary["baseline"] == "base42 (current baseline)" and report.summary["promoted_to_baseline"] == "no"
-    assert report.summary["report_path"] == str(tmp_path / "audit" / MARKDOWN_FILE)
+    folder = Warehouse(tmp_path).audit_dir("acme", "v1", "abc123", "run-1")
+    assert report.summary["report_path"] == str(folder / MARKDOWN_FILE)
     assert set(report.table["verdict_overall"]) == {"block"} and set(report.table["baseline_commit"]) == {"base42"}
     assert set(report.table["promoted_to_baseline"]) == {""}
     assert "- judge: j" in report.markdown and "- baseline commit: base42" in report.markdown
@@ -44,9 +47,9 @@ def test_a_candidates_script_in_an_answer_comes_out_escaped(tmp_path):
 def test_writing_puts_both_files_in_the_audit_folder_and_nothing_else(tmp_path):
     report = _report(tmp_path, promotion="passed on main")
 
-    report.write()
+    Warehouse(tmp_path).write_report("acme", "v1", "abc123", "run-1", report.stored(), {})
 
-    folder = tmp_path / "audit"
+    folder = Warehouse(tmp_path).audit_dir("acme", "v1", "abc123", "run-1")
     assert sorted(p.name for p in folder.iterdir()) == sorted([MARKDOWN_FILE, HTML_FILE])  # no partial file left
     assert (folder / MARKDOWN_FILE).read_text(encoding="utf-8") == report.markdown
     assert (folder / HTML_FILE).read_text(encoding="utf-8") == report.html

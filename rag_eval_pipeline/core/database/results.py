@@ -1,0 +1,214 @@
+"""The results store of production mode: the evaluation records in Postgres, one tenant per transaction.
+
+`DatabaseStore` offers what the pipeline asks of the local `Warehouse` for its results: a partition's
+tables, the golden-set manifest, an audit's tables and its report (the baselines are in
+reporting/database_baselines.py). Every statement runs inside `ResultsDatabase.tenant(tenant)`, so
+row-level security confines it to that tenant's rows whatever it selects.
+
+Writes are keyed by commit and run (two audits never touch each other's rows) and a table is replaced in
+one transaction (a reader sees the old rows or the new ones, never half of them).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import PurePath, PurePosixPath
+
+import pandas as pd
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from rag_eval_pipeline.core.database import schema
+from rag_eval_pipeline.core.database.connection import ResultsDatabase
+from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
+from rag_eval_pipeline.core.warehouse import StoredReport
+
+MANIFEST_FILE = "golden_set.manifest.json"  # the one text document of a partition (synthesis/versions.py)
+SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
+
+
+def _parquet(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _frame(blob: bytes) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(blob))
+
+
+class DatabaseStore:
+    """The tenant-scoped results tables; `root` names where they are, for messages and metadata."""
+
+    def __init__(self, db: ResultsDatabase):
+        self.db = db
+        self.root = "the results database"
+
+    # --- a partition's own tables (the golden set, its rejected items) ---
+
+    def write(self, tenant: str, version: str, name: str, frame: pd.DataFrame) -> str:
+        self._replace_table(tenant, version, name, "", "", frame)
+        return self.where(tenant, version, name)
+
+    def read(self, tenant: str, version: str, name: str) -> pd.DataFrame:
+        frame = self._read_table(tenant, version, name, "", "")
+        if frame is None:
+            raise FileNotFoundError(
+                f"no {name!r} table for tenant {tenant!r}, dataset version {version!r} in the results database: "
+                "materialize it first"
+            )
+        return frame
+
+    def exists(self, tenant: str, version: str, name: str) -> bool:
+        return self._read_table(tenant, version, name, "", "") is not None
+
+    def where(self, tenant: str, version: str, name: str, commit: str = "", run_id: str = "") -> str:
+        audit = f" commit={commit} run={run_id}" if commit else ""
+        return f"postgres rag_eval.result_tables {tenant}/{version}/{name}{audit}"
+
+    # --- the golden-set manifest ---
+
+    def read_text(self, tenant: str, version: str, filename: str) -> str | None:
+        _only_manifest(filename)
+        with self.db.tenant(tenant) as connection:
+            found = connection.execute(
+                select(schema.golden_manifests.c.manifest).where(
+                    schema.golden_manifests.c.dataset_version == validate_name("dataset version", version))
+            ).scalar_one_or_none()
+        return None if found is None else json.dumps(found, indent=2, ensure_ascii=False) + "\n"
+
+    def text_location(self, tenant: str, version: str, filename: str) -> str:
+        return f"postgres:rag_eval.golden_manifests/{tenant}/{version}"
+
+    def write_text(self, tenant: str, version: str, filename: str, content: str) -> str:
+        """Publish a manifest once: a second, concurrent publication of the version keeps the first."""
+        _only_manifest(filename)
+        manifest = json.loads(content)
+        row = {"tenant_id": tenant, "dataset_version": validate_name("dataset version", version),
+               "content_hash": manifest["content_hash"], "manifest": manifest}
+        with self.db.tenant(tenant) as connection:
+            connection.execute(pg_insert(schema.golden_manifests).values(**row).on_conflict_do_nothing())
+        return self.text_location(tenant, version, filename)
+
+    def manifest_texts(self, tenant: str) -> dict[str, str]:
+        """{version: manifest JSON} of every published version of the tenant."""
+        with self.db.tenant(tenant) as connection:
+            rows = connection.execute(
+                select(schema.golden_manifests.c.dataset_version, schema.golden_manifests.c.manifest)
+            ).all()
+        return {version: json.dumps(manifest) for version, manifest in rows}
+
+    # --- an audit's tables: keyed by commit and run ---
+
+    def write_audit_table(self, tenant: str, version: str, commit: str, run_id: str, name: str,
+                          frame: pd.DataFrame) -> str:
+        if name == "metric_scores":
+            self._replace_scores(tenant, version, commit, run_id, frame)
+        else:
+            self._replace_table(tenant, version, name, commit, run_id, frame)
+        return self.where(tenant, version, name, commit, run_id)
+
+    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str) -> pd.DataFrame | None:
+        """The table a run wrote, whatever its commit (run ids are unique); None when it wrote none."""
+        if name == "metric_scores":
+            return self._read_scores(tenant, version, run_id=run_id)
+        table = schema.result_tables
+        with self.db.tenant(tenant) as connection:
+            blob = connection.execute(select(table.c.parquet).where(
+                table.c.dataset_version == version, table.c.table_name == name,
+                table.c.run_id == validate_run_id(run_id), table.c.commit != "",
+            )).scalar_one_or_none()
+        return None if blob is None else _frame(blob)
+
+    def report_location(self, tenant: str, version: str, commit: str, run_id: str) -> PurePath:
+        """Where the report is, as a path-like name for messages (the report is a row, not a file)."""
+        return PurePosixPath(f"postgres:rag_eval.regression_reports/{tenant}/{version}/commit={commit}/run={run_id}")
+
+    def write_report(self, tenant: str, version: str, commit: str, run_id: str, report: StoredReport,
+                     parameters: dict) -> None:
+        """The rendered report and the tolerances it was judged with, in one transaction."""
+        key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
+               "run_id": validate_run_id(run_id)}
+        with self.db.tenant(tenant) as connection:
+            for table, values in ((schema.regression_reports, {"verdict": report.verdict, "summary": report.summary,
+                                                                "markdown": report.markdown, "html": report.html}),
+                                  (schema.test_parameters, {"parameters": parameters})):
+                statement = pg_insert(table).values(**key, **values)
+                connection.execute(statement.on_conflict_do_update(
+                    constraint=f"pk_{table.name}", set_=dict(values, created_at=func.now())))
+
+    def read_report(self, tenant: str, version: str, run_id: str) -> StoredReport | None:
+        table = schema.regression_reports
+        with self.db.tenant(tenant) as connection:
+            row = connection.execute(select(table.c.verdict, table.c.summary, table.c.markdown, table.c.html).where(
+                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id))).one_or_none()
+        return None if row is None else StoredReport(*row)
+
+    # --- internals ---
+
+    def _replace_table(self, tenant: str, version: str, name: str, commit: str, run_id: str,
+                       frame: pd.DataFrame) -> None:
+        table = schema.result_tables
+        key = {"tenant_id": tenant, "dataset_version": validate_name("dataset version", version),
+               "table_name": name, "commit": validate_commit(commit) if commit else "",
+               "run_id": validate_run_id(run_id) if run_id else ""}
+        values = {"row_count": len(frame), "parquet": _parquet(frame)}
+        with self.db.tenant(tenant) as connection:
+            connection.execute(pg_insert(table).values(**key, **values).on_conflict_do_update(
+                constraint="pk_result_tables", set_=dict(values, created_at=func.now())))
+
+    def _read_table(self, tenant: str, version: str, name: str, commit: str, run_id: str) -> pd.DataFrame | None:
+        table = schema.result_tables
+        with self.db.tenant(tenant) as connection:
+            blob = connection.execute(select(table.c.parquet).where(
+                table.c.dataset_version == validate_name("dataset version", version), table.c.table_name == name,
+                table.c.commit == commit, table.c.run_id == run_id,
+            )).scalar_one_or_none()
+        return None if blob is None else _frame(blob)
+
+    def _replace_scores(self, tenant: str, version: str, commit: str, run_id: str, frame: pd.DataFrame) -> None:
+        table = schema.metric_scores
+        key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
+               "run_id": validate_run_id(run_id)}
+        rows = [
+            {**key, "row_no": number, "qa_id": str(row["qa_id"]), "metric": str(row["metric"]),
+             "score": None if pd.isna(row["score"]) else float(row["score"]), "status": str(row["status"]),
+             "reason": str(row["reason"] or ""), "evidence": str(row["evidence"] or "{}"),
+             "judge": str(row["judge"]), "k": int(row["k"])}
+            for number, row in enumerate(frame[SCORE_COLUMNS].to_dict("records"))
+        ]
+        mismatched = sorted({str(c) for c in frame["commit"].dropna()} - {commit})
+        if mismatched:
+            raise ValueError(f"score rows of commits {mismatched} cannot be stored under commit {commit!r}")
+        with self.db.tenant(tenant) as connection:
+            connection.execute(delete(table).where(*(table.c[column] == value for column, value in key.items()
+                                                     if column != "tenant_id")))
+            if rows:
+                connection.execute(insert(table), rows)
+
+    def _read_scores(self, tenant: str, version: str, run_id: str) -> pd.DataFrame | None:
+        table = schema.metric_scores
+        columns = [table.c[name] for name in SCORE_COLUMNS]
+        with self.db.tenant(tenant) as connection:
+            rows = connection.execute(select(*columns).where(
+                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id),
+            ).order_by(table.c.row_no)).all()
+            if not rows and not _audit_recorded(connection, version, run_id):
+                return None
+        frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+        frame["score"] = frame["score"].astype(float)
+        return frame
+
+
+def _audit_recorded(connection, version: str, run_id: str) -> bool:
+    """Whether the run stored its outputs (an audit with no score rows is still an audit)."""
+    table = schema.result_tables
+    return connection.execute(select(func.count()).select_from(table).where(
+        table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == "candidate_outputs",
+    )).scalar_one() > 0
+
+
+def _only_manifest(filename: str) -> None:
+    if filename != MANIFEST_FILE:
+        raise ValueError(f"the results database keeps no document {filename!r}")

@@ -1,0 +1,126 @@
+"""Baselines in the results database (production mode), with the interface of the file-based BaselineStore.
+
+Promotions of a tenant are serialized by a Postgres advisory lock (across processes and machines) and
+checked against the baseline the promoter saw (compare-and-set), as in reporting/baselines.py.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import pandas as pd
+from sqlalchemy import insert, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from rag_eval_pipeline.core.database import schema
+from rag_eval_pipeline.core.database.results import DatabaseStore
+from rag_eval_pipeline.core.names import validate_commit, validate_run_id
+from rag_eval_pipeline.reporting.baselines import _UNSET, BaselineChanged, Promotion, UnknownBaseline
+
+
+class DatabaseBaselineStore:
+    """The audits a baseline may be chosen from, and the promotions, of each tenant."""
+
+    def __init__(self, store: DatabaseStore):
+        self.store = store
+        self.db = store.db
+
+    def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> str:
+        missing = [name for name in ("metric_scores", "candidate_outputs")
+                   if self.store.read_audit_table(tenant, version, run_id, name) is None]
+        if missing:
+            raise FileNotFoundError(f"audit {tenant}/{version}/{commit}/{run_id} lacks {', '.join(missing)}: "
+                                    "it cannot be archived")
+        row = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
+               "run_id": validate_run_id(run_id)}
+        with self.db.tenant(tenant) as connection:
+            connection.execute(pg_insert(schema.audited_archives).values(**row).on_conflict_do_nothing())
+        return self.store.where(tenant, version, "audit", commit, run_id)
+
+    def archive(self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame,
+                run_id: str = "archive") -> str:
+        self.store.write_audit_table(tenant, version, commit, run_id, "metric_scores", scores)
+        self.store.write_audit_table(tenant, version, commit, run_id, "candidate_outputs", outputs)
+        return self.mark_complete(tenant, version, commit, run_id)
+
+    def audited_commits(self, tenant: str, version: str) -> list[str]:
+        table = schema.audited_archives
+        with self.db.tenant(tenant) as connection:
+            found = connection.execute(select(table.c.commit).where(table.c.dataset_version == version).distinct())
+            return sorted(found.scalars())
+
+    def audited(self, tenant: str, version: str, commit: str, run_id: str = "") -> tuple[pd.DataFrame, pd.DataFrame]:
+        chosen = self._audit_run(tenant, version, commit, run_id)
+        if chosen is None:
+            known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
+            raise UnknownBaseline(f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be "
+                                  f"the baseline (audited commits: {known})")
+        return (self.store.read_audit_table(tenant, version, chosen, "metric_scores"),
+                self.store.read_audit_table(tenant, version, chosen, "candidate_outputs"))
+
+    def _audit_run(self, tenant: str, version: str, commit: str, run_id: str = "") -> str | None:
+        """run_id if that audit of the commit is complete, else the commit's latest complete audit."""
+        table = schema.audited_archives
+        with self.db.tenant(tenant) as connection:
+            runs = connection.execute(select(table.c.run_id).where(
+                table.c.dataset_version == version, table.c.commit == commit,
+            ).order_by(table.c.created_at.desc(), table.c.run_id.desc())).scalars().all()
+        if run_id and run_id in runs:
+            return run_id
+        return runs[0] if runs else None
+
+    @contextmanager
+    def locked(self, tenant: str):
+        """Hold the tenant's promotion lock: a session advisory lock on a connection of its own."""
+        with self.db.engine.connect() as connection:
+            connection.execute(text("select pg_advisory_lock(hashtext(:key))"), {"key": f"rag_eval.baseline.{tenant}"})
+            connection.commit()
+            try:
+                yield
+            finally:
+                connection.execute(text("select pg_advisory_unlock(hashtext(:key))"),
+                                   {"key": f"rag_eval.baseline.{tenant}"})
+                connection.commit()
+
+    def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "",
+                expected_current=_UNSET) -> Promotion:
+        self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
+        run_id = run_id or self._audit_run(tenant, version, commit) or ""
+        table = schema.baseline_history
+        with self.db.tenant(tenant) as connection:
+            # Serializes this tenant's promotions until the transaction ends, across processes and machines.
+            connection.execute(text("select pg_advisory_xact_lock(hashtext(:key))"),
+                               {"key": f"rag_eval.promote.{tenant}"})
+            if expected_current is not _UNSET:
+                now = _current_commit(connection, version)
+                if now != expected_current:
+                    raise BaselineChanged(
+                        f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to {now} "
+                        f"while {commit} was audited; re-run the gate to compare with {now}")
+            promoted_at = datetime.now(timezone.utc).replace(microsecond=0)
+            connection.execute(insert(table).values(tenant_id=tenant, dataset_version=version, commit=commit,
+                                                    reason=reason, branch=branch, run_id=run_id,
+                                                    created_at=promoted_at))
+        return Promotion(tenant, version, commit, reason, branch, promoted_at.isoformat(), run_id)
+
+    def history(self, tenant: str, version: str | None = None):
+        table = schema.baseline_history
+        query = select(table.c.dataset_version, table.c.commit, table.c.reason, table.c.branch, table.c.created_at,
+                       table.c.run_id).order_by(table.c.id)
+        if version is not None:
+            query = query.where(table.c.dataset_version == version)
+        with self.db.tenant(tenant) as connection:
+            rows = connection.execute(query).all()
+        return [Promotion(tenant, v, commit, reason, branch, at.astimezone(timezone.utc).isoformat(), run_id)
+                for v, commit, reason, branch, at, run_id in rows]
+
+    def current(self, tenant: str, version: str):
+        promotions = self.history(tenant, version)
+        return promotions[-1] if promotions else None
+
+
+def _current_commit(connection, version: str) -> str | None:
+    table = schema.baseline_history
+    return connection.execute(select(table.c.commit).where(table.c.dataset_version == version)
+                              .order_by(table.c.id.desc()).limit(1)).scalar_one_or_none()

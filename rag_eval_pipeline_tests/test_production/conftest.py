@@ -1,0 +1,36 @@
+"""Production mode's services for the session: an upgraded results database on the local Postgres, a real
+S3-compatible server (SeaweedFS) started here, and the local Redis for the shared caches."""
+
+import uuid
+
+import pytest
+
+from rag_eval_pipeline_tests.support.object_store import start_seaweed_s3
+from rag_eval_pipeline_tests.support.postgres import (  # noqa: F401 - fixtures
+    scratch_database_factory,
+    shared_admin_url,
+    upgraded_database,
+)
+
+CACHE_DB = "redis://127.0.0.1:6379/14"
+
+
+@pytest.fixture(scope="session")
+def object_store_server():
+    server = start_seaweed_s3()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def production_environment(upgraded_database, object_store_server) -> dict[str, str]:
+    """The variables that turn production mode on, each service a fresh namespace of this session."""
+    session = uuid.uuid4().hex[:8]
+    return {
+        "RAG_EVAL_DATABASE_URL": upgraded_database.app_url,
+        "RAG_EVAL_OBJECT_STORE_URL": f"s3://{object_store_server.bucket}/session-{session}",
+        "RAG_EVAL_OBJECT_STORE_ENDPOINT": object_store_server.endpoint_url,
+        "AWS_ACCESS_KEY_ID": object_store_server.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": object_store_server.secret_access_key,
+        "RAG_EVAL_CACHE_URL": CACHE_DB,
+    }
