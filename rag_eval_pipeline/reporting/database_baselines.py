@@ -28,7 +28,7 @@ class DatabaseBaselineStore:
 
     def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> str:
         missing = [name for name in ("metric_scores", "candidate_outputs")
-                   if self.store.read_audit_table(tenant, version, run_id, name) is None]
+                   if self.store.read_audit_table(tenant, version, run_id, name, commit) is None]
         if missing:
             raise FileNotFoundError(f"audit {tenant}/{version}/{commit}/{run_id} lacks {', '.join(missing)}: "
                                     "it cannot be archived")
@@ -56,8 +56,8 @@ class DatabaseBaselineStore:
             known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
             raise UnknownBaseline(f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be "
                                   f"the baseline (audited commits: {known})")
-        return (self.store.read_audit_table(tenant, version, chosen, "metric_scores"),
-                self.store.read_audit_table(tenant, version, chosen, "candidate_outputs"))
+        return (self.store.read_audit_table(tenant, version, chosen, "metric_scores", commit),
+                self.store.read_audit_table(tenant, version, chosen, "candidate_outputs", commit))
 
     def _audit_run(self, tenant: str, version: str, commit: str, run_id: str = "") -> str | None:
         """run_id if that audit of the commit is complete, else the commit's latest complete audit."""

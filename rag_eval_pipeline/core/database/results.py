@@ -109,15 +109,18 @@ class DatabaseStore:
             self._replace_table(tenant, version, name, commit, run_id, frame)
         return self.where(tenant, version, name, commit, run_id)
 
-    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str) -> pd.DataFrame | None:
-        """The table a run wrote, whatever its commit (run ids are unique); None when it wrote none."""
+    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str,
+                         commit: str | None = None) -> pd.DataFrame | None:
+        """The table a run wrote (of `commit`, or whatever its commit: Dagster run ids are unique); None
+        when it wrote none."""
         if name == "metric_scores":
-            return self._read_scores(tenant, version, run_id=run_id)
+            return self._read_scores(tenant, version, run_id, commit)
         table = schema.result_tables
+        of_commit = table.c.commit == commit if commit else table.c.commit != ""
         with self.db.tenant(tenant) as connection:
             blob = connection.execute(select(table.c.parquet).where(
                 table.c.dataset_version == version, table.c.table_name == name,
-                table.c.run_id == validate_run_id(run_id), table.c.commit != "",
+                table.c.run_id == validate_run_id(run_id), of_commit,
             )).scalar_one_or_none()
         return None if blob is None else _frame(blob)
 
@@ -171,41 +174,52 @@ class DatabaseStore:
         table = schema.metric_scores
         key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
                "run_id": validate_run_id(run_id)}
-        rows = [
-            {**key, "row_no": number, "qa_id": str(row["qa_id"]), "metric": str(row["metric"]),
-             "score": None if pd.isna(row["score"]) else float(row["score"]), "status": str(row["status"]),
-             "reason": str(row["reason"] or ""), "evidence": str(row["evidence"] or "{}"),
-             "judge": str(row["judge"]), "k": int(row["k"])}
-            for number, row in enumerate(frame[SCORE_COLUMNS].to_dict("records"))
-        ]
         mismatched = sorted({str(c) for c in frame["commit"].dropna()} - {commit})
         if mismatched:
             raise ValueError(f"score rows of commits {mismatched} cannot be stored under commit {commit!r}")
+        rows = [{**key, "row_no": number, **_score_row(row)}
+                for number, row in enumerate(frame.reindex(columns=SCORE_COLUMNS).to_dict("records"))]
         with self.db.tenant(tenant) as connection:
             connection.execute(delete(table).where(*(table.c[column] == value for column, value in key.items()
                                                      if column != "tenant_id")))
             if rows:
                 connection.execute(insert(table), rows)
 
-    def _read_scores(self, tenant: str, version: str, run_id: str) -> pd.DataFrame | None:
+    def _read_scores(self, tenant: str, version: str, run_id: str, commit: str | None) -> pd.DataFrame | None:
         table = schema.metric_scores
         columns = [table.c[name] for name in SCORE_COLUMNS]
+        of_commit = [table.c.commit == commit] if commit else []
         with self.db.tenant(tenant) as connection:
             rows = connection.execute(select(*columns).where(
-                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id),
-            ).order_by(table.c.row_no)).all()
-            if not rows and not _audit_recorded(connection, version, run_id):
+                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id), *of_commit,
+            ).order_by(table.c.commit, table.c.row_no)).all()
+            if not rows and not _audit_recorded(connection, version, run_id, commit):
                 return None
         frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
         frame["score"] = frame["score"].astype(float)
         return frame
 
 
-def _audit_recorded(connection, version: str, run_id: str) -> bool:
+def _score_row(row: dict) -> dict:
+    """A score row's stored columns; an absent text is '' and an absent k 0 (NULL only for a missing score)."""
+    given = {name: value for name, value in row.items() if not _missing(value)}
+    return {"qa_id": str(given.get("qa_id", "")), "metric": str(given.get("metric", "")),
+            "score": float(given["score"]) if "score" in given else None, "status": str(given.get("status", "")),
+            "reason": str(given.get("reason", "")), "evidence": str(given.get("evidence", "{}")),
+            "judge": str(given.get("judge", "")), "k": int(given.get("k", 0))}
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _audit_recorded(connection, version: str, run_id: str, commit: str | None) -> bool:
     """Whether the run stored its outputs (an audit with no score rows is still an audit)."""
     table = schema.result_tables
+    of_commit = [table.c.commit == commit] if commit else []
     return connection.execute(select(func.count()).select_from(table).where(
         table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == "candidate_outputs",
+        *of_commit,
     )).scalar_one() > 0
 
 
