@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from rag_eval_pipeline.cli import baseline, errors, files, lineage, review
+from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review
 
 
 @click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False,
@@ -19,7 +19,7 @@ def rag_eval() -> None:
 
 
 for command in (lineage.register, lineage.run, lineage.demo, files.evaluate, files.synthesize, lineage.gate,
-                review.diff, review.review, baseline.baseline):
+                review.diff, review.review, baseline.baseline, db.db):
     rag_eval.add_command(command)
 
 

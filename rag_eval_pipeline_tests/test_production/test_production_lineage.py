@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from dagster import instance_for_test
 
+from rag_eval_pipeline.cli import main
 from rag_eval_pipeline.cli.launch import launch
 from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
 from rag_eval_pipeline.core.warehouse import Warehouse
@@ -39,8 +40,8 @@ def _gate_both(monkeypatch, environment: dict[str, str]) -> dict:
     with instance_for_test() as instance:
         for tenant in TENANTS:
             key = register_partition(instance, tenant, "v1")
-            first = launch(instance, "full_pipeline", key, "good-1")
-            second = launch(instance, "audit", key, "bad-2", DEGRADED, ReportSettings(branch="main"))
+            first = launch(instance, "full_pipeline", key, f"{tenant}-good")
+            second = launch(instance, "audit", key, f"{tenant}-bad", DEGRADED, ReportSettings(branch="main"))
             assert (first.status, second.status) == (0, 1), (first.errors, second.errors)  # 1: blocked
             found[tenant] = [first.run_id, second.run_id]
     resource = WarehouseResource(root=environment["RAG_EVAL_WAREHOUSE"],
@@ -56,7 +57,7 @@ def _gate_both(monkeypatch, environment: dict[str, str]) -> dict:
     return results
 
 
-def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkeypatch, production_environment):
+def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkeypatch, capsys, production_environment):
     documents_root = tmp_path / "documents"
     _lay_out(documents_root)
     common = {"RAG_EVAL_DOCUMENTS_ROOT": str(documents_root), "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests"}
@@ -71,7 +72,7 @@ def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkey
             pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)
         verdicts = [[str(r["verdict_overall"].iloc[0]) for r in mode[tenant]["reports"]] for mode in (embedded, production)]
         assert verdicts[0] == verdicts[1] and verdicts[0][1] == "block", verdicts
-        assert local["history"] == shared["history"] == [("good-1", local["history"][0][1])]
+        assert local["history"] == shared["history"] == [(f"{tenant}-good", local["history"][0][1])]
 
     # Nothing of production mode is on this machine's disk: every table is in Postgres or the object store.
     assert not production_root.exists() or not any(production_root.rglob("*"))
@@ -84,3 +85,14 @@ def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkey
     for tenant in TENANTS:
         pd.testing.assert_frame_equal(store.read(tenant, "v1", "document_chunks"),
                                       Warehouse(tmp_path / "embedded").read(tenant, "v1", "document_chunks"))
+
+    # Whatever its options, acme's gate never sees globex's baseline or audits (row-level security).
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert main(["register", "--tenant", "acme", "--version", "v1"]) == 0
+    capsys.readouterr()
+    assert main(["gate", "--tenant", "acme", "--version", "v1", "--baseline", "globex-good", "--candidate", "x1"]) == 2
+    error = capsys.readouterr().err
+    assert "'globex-good' was never audited on acme/v1 (audited commits: acme-bad, acme-good)" in error, error
+    assert main(["baseline", "show", "--tenant", "acme"]) == 0
+    shown = capsys.readouterr().out
+    assert "acme-good" in shown and "globex" not in shown
