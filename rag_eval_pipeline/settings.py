@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
@@ -113,6 +113,16 @@ class ProductionSettings(BaseModel):
     object_store_endpoint: str = ""
     cache_url: str = ""
 
+    @model_validator(mode="after")
+    def _object_store_needs_the_database(self) -> "ProductionSettings":
+        if self.object_store_url and not self.database_url:
+            raise ValueError("RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_DATABASE_URL is not: production mode "
+                             "keeps the results in Postgres, so set both (or neither, for the embedded mode)")
+        if self.object_store_url and not self.object_store_endpoint:
+            raise ValueError("RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_OBJECT_STORE_ENDPOINT is not: "
+                             "name the S3-compatible server, e.g. http://127.0.0.1:8333")
+        return self
+
     @property
     def enabled(self) -> bool:
         return bool(self.database_url)
@@ -159,7 +169,9 @@ def _value(environ: Mapping[str, str], variable: str) -> str:
 
 
 def _problem(problem: dict) -> str:
-    """One pydantic error as '<VARIABLE> must be ..., got <value>'."""
+    """One pydantic error as '<VARIABLE> must be ..., got <value>' (a rule across variables: its message)."""
+    if problem["type"] == "value_error":
+        return str(problem["ctx"]["error"])  # names its variables; the values may hold passwords
     field = str(problem["loc"][-1])
     variable = JUDGE_VARIABLES.get(field) or PRODUCTION_VARIABLES.get(field) or LOCATIONS.get(field, (field,))[0]
     context = problem.get("ctx") or {}

@@ -81,3 +81,16 @@ def test_the_followed_branch_and_the_candidate_modules_come_from_the_same_settin
     assert (loaded.followed_branch.repo, loaded.followed_branch.branch, loaded.followed_branch.tenant,
             loaded.followed_branch.entry) == ("/srv/rag", "main", "acme", "reference")
     assert loaded.candidate_modules == ("my_rag", "team.rag")
+
+
+def test_an_object_store_without_the_results_database_is_one_line_without_the_secrets():
+    from rag_eval_pipeline.settings import SettingsError, load
+
+    with pytest.raises(SettingsError) as error:
+        load({"RAG_EVAL_OBJECT_STORE_URL": "s3://bucket/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
+              "RAG_EVAL_CACHE_URL": "redis://:s3cret@h:6379/0"}, cwd=Path("/tmp"))
+    assert "RAG_EVAL_DATABASE_URL is not" in str(error.value) and "s3cret" not in str(error.value)
+    with pytest.raises(SettingsError, match="RAG_EVAL_OBJECT_STORE_ENDPOINT is not"):
+        load({"RAG_EVAL_OBJECT_STORE_URL": "s3://bucket/p", "RAG_EVAL_DATABASE_URL": "postgresql://h/db"})
+    assert load({"RAG_EVAL_DATABASE_URL": "postgresql://h/db"}).production.enabled
+    assert not load({}).production.enabled

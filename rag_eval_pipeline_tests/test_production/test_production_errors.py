@@ -1,0 +1,49 @@
+"""Production mode's bad input at the command line: one line, exit 2, nothing written to the results."""
+
+import pytest
+
+from rag_eval_pipeline.cli import main
+from rag_eval_pipeline_tests.support.postgres import database_url, run_admin
+
+pytestmark = [pytest.mark.cli, pytest.mark.postgres]
+
+
+def _row_count(admin_url: str) -> int:
+    return run_admin("select (select count(*) from rag_eval.result_tables) + (select count(*) from "
+                     "rag_eval.baseline_history) + (select count(*) from rag_eval.audited_archives)", admin_url)[0][0]
+
+
+@pytest.fixture
+def production_cli(monkeypatch, tmp_path):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAG_EVAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    return monkeypatch
+
+
+def _one_line_error(capsys) -> str:
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("error: ") and "Traceback" not in error, error
+    return error
+
+
+@pytest.mark.parametrize("command", [["gate", "--tenant", "acme", "--candidate", "c1"],
+                                     ["baseline", "show", "--tenant", "acme"]])
+def test_a_superuser_given_to_the_pipeline_is_refused(production_cli, capsys, upgraded_database, command):
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.admin_url)
+    before = _row_count(upgraded_database.admin_url)
+    assert main(command) == 2
+    assert "refusing to run as postgres: it would see every tenant's rows" in _one_line_error(capsys)
+    assert _row_count(upgraded_database.admin_url) == before
+
+
+def test_an_unreachable_database_is_one_line(production_cli, capsys):
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", "postgresql://rag_eval_app:s3cret@127.0.0.1:1/rag_eval")
+    assert main(["baseline", "show", "--tenant", "acme"]) == 2
+    error = _one_line_error(capsys)
+    assert "cannot connect" in error and "RAG_EVAL_DATABASE_URL" in error and "s3cret" not in error
+
+
+def test_a_database_older_than_the_code_says_to_upgrade(production_cli, capsys, scratch_database_factory):
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", database_url(scratch_database_factory(), user="rag_eval_app"))
+    assert main(["gate", "--tenant", "acme", "--candidate", "c1"]) == 2
+    assert "rag-eval db upgrade" in _one_line_error(capsys)
