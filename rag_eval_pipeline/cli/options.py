@@ -101,7 +101,7 @@ _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the se
     ("--max-retries", "max_retries", dict(
         type=int, help="retries of a call on HTTP 408/409/429/5xx, a connection error or a timeout, with jittered "
                        f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})")),
-    ("--cache", "cache", dict(help="on-disk cache of LLM calls, '' for none "
+    ("--cache", "cache", dict(help="cache of LLM calls: a SQLite file or a redis:// URL, '' for none "
                                    "(default: RAG_EVAL_JUDGE_CACHE, else judge_cache.sqlite in the warehouse)")),
 ]
 

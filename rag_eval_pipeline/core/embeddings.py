@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.core.cache_store import open_cache
 from rag_eval_pipeline.core.text import sha256
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -79,12 +79,13 @@ def progress_logger(log: logging.Logger | logging.LoggerAdapter, every_s: float 
 
 
 class Embedder:
-    """Unit-length embeddings; `cache_path=None` keeps the cache in memory only."""
+    """Unit-length embeddings; `cache_path=None` keeps the cache in memory only, a `redis://` URL shares it
+    between workers (production mode)."""
 
-    def __init__(self, cache_path: Path | None = None, batch_size: int = BATCH_SIZE):
+    def __init__(self, cache_path: Path | str | None = None, batch_size: int = BATCH_SIZE):
         self.batch_size = batch_size
         self._lock = threading.Lock()  # one embed at a time: two threads never embed the same new text
-        self._cache = SqliteCache(cache_path, "embeddings")
+        self._cache = open_cache(cache_path, "embeddings")
         self._cache.adopt(*_EARLIER_LAYOUT)
         self.cache_hits = 0
         self.cache_misses = 0

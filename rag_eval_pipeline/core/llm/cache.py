@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.core.cache_store import open_cache
 
 # Files written before the shared store kept one column per field in a table `calls`.
 _EARLIER_LAYOUT = ("calls", "SELECT key, CAST(json_object('content', content, 'prompt_tokens', prompt_tokens, "
@@ -25,7 +25,7 @@ def request_key(request: dict) -> str:
 
 class JudgeCache:
     def __init__(self, path: Path | str | None = None):
-        self._store = SqliteCache(path, "judge_calls")
+        self._store = open_cache(path, "judge_calls")
         self._store.adopt(*_EARLIER_LAYOUT)
         self.path = self._store.path  # "" when in memory: nothing survives the process
 
