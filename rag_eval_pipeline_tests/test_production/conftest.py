@@ -25,12 +25,15 @@ def object_store_server():
 @pytest.fixture(scope="session")
 def production_environment(upgraded_database, object_store_server) -> dict[str, str]:
     """The variables that turn production mode on, each service a fresh namespace of this session."""
-    session = uuid.uuid4().hex[:8]
+    return production_variables(upgraded_database.app_url, object_store_server, f"session-{uuid.uuid4().hex[:8]}")
+
+
+def production_variables(database_url: str, server, prefix: str) -> dict[str, str]:
     return {
-        "RAG_EVAL_DATABASE_URL": upgraded_database.app_url,
-        "RAG_EVAL_OBJECT_STORE_URL": f"s3://{object_store_server.bucket}/session-{session}",
-        "RAG_EVAL_OBJECT_STORE_ENDPOINT": object_store_server.endpoint_url,
-        "AWS_ACCESS_KEY_ID": object_store_server.access_key_id,
-        "AWS_SECRET_ACCESS_KEY": object_store_server.secret_access_key,
+        "RAG_EVAL_DATABASE_URL": database_url,
+        "RAG_EVAL_OBJECT_STORE_URL": f"s3://{server.bucket}/{prefix}",
+        "RAG_EVAL_OBJECT_STORE_ENDPOINT": server.endpoint_url,
+        "AWS_ACCESS_KEY_ID": server.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": server.secret_access_key,
         "RAG_EVAL_CACHE_URL": CACHE_DB,
     }
