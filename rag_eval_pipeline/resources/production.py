@@ -9,8 +9,9 @@ import pandas as pd
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from rag_eval_pipeline.core.database.results import DatabaseStore
-from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.core.object_store import ObjectStoreConfig, shared_object_store
 from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.resources.object_store import ObjectStoreUPathIOManager
 from rag_eval_pipeline.resources.warehouse import read_table, results_database, write_table
 
 # The evaluation records (what a gate, a baseline and a person reviewing a golden set read): in the
@@ -20,8 +21,8 @@ RESULT_TABLES = frozenset({"golden_set", "rejected_qa", "candidate_outputs", "me
 
 class ProductionIOManager(ConfigurableIOManager):
     """Results tables as tenant-scoped rows in Postgres; documents, chunks, clusters and synthetic QA as
-    `<prefix>/<tenant>/<version>/<asset>.parquet` objects (in the local warehouse at `root` while no
-    object store is set: one machine only)."""
+    `<prefix>/<tenant>/<version>/<asset>.parquet` objects through Dagster's UPath IO manager (in the
+    local warehouse at `root` while no object store is set: one machine only)."""
 
     database_url: str
     root: str
@@ -31,17 +32,24 @@ class ProductionIOManager(ConfigurableIOManager):
     secret_access_key: str = ""
 
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
-        write_table(self._store_of(context.asset_key.path[-1]), context, obj)
+        name = context.asset_key.path[-1]
+        if name in RESULT_TABLES:
+            write_table(DatabaseStore(results_database(self.database_url)), context, obj)
+        elif self.object_store_url:
+            self._object_store().handle_output(context, obj)
+        else:
+            write_table(Warehouse(self.root), context, obj)
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
-        return read_table(self._store_of(context.asset_key.path[-1]), context)
-
-    def _store_of(self, name: str):
+        name = context.asset_key.path[-1]
         if name in RESULT_TABLES:
-            return DatabaseStore(results_database(self.database_url))
-        if not self.object_store_url:
-            return Warehouse(self.root)
-        return ObjectStore(ObjectStoreConfig(
+            return read_table(DatabaseStore(results_database(self.database_url)), context)
+        if self.object_store_url:
+            return self._object_store().load_input(context)
+        return read_table(Warehouse(self.root), context)
+
+    def _object_store(self) -> ObjectStoreUPathIOManager:
+        return ObjectStoreUPathIOManager(shared_object_store(ObjectStoreConfig(
             base_url=self.object_store_url, endpoint_url=self.object_store_endpoint,
             access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
-        ))
+        )))

@@ -9,7 +9,7 @@ from dagster import instance_for_test
 
 from rag_eval_pipeline.cli import main
 from rag_eval_pipeline.cli.launch import launch
-from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.core.object_store import ObjectStoreConfig, shared_object_store
 from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 from rag_eval_pipeline.partitions import register_partition
@@ -76,7 +76,7 @@ def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkey
 
     # Nothing of production mode is on this machine's disk: every table is in Postgres or the object store.
     assert not production_root.exists() or not any(production_root.rglob("*"))
-    store = ObjectStore(ObjectStoreConfig(
+    store = shared_object_store(ObjectStoreConfig(
         base_url=production_environment["RAG_EVAL_OBJECT_STORE_URL"],
         endpoint_url=production_environment["RAG_EVAL_OBJECT_STORE_ENDPOINT"],
         access_key_id=production_environment["AWS_ACCESS_KEY_ID"],
