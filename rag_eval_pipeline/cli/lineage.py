@@ -38,6 +38,12 @@ def _commit(commit: str, option: str) -> str:
         raise BadInput(f"{option}: {error}") from None
 
 
+def _tolerance(context, parameter, value: float) -> float:
+    if not 0 <= value <= 1:  # a NaN fails this too: it would let every drop pass
+        raise click.BadParameter(f"must be between 0 and 1 (a drop of a mean score), got {value}")
+    return value
+
+
 def candidate_options(command):
     command = click.option("--promote-baseline", is_flag=True, help="make this candidate the baseline")(command)
     command = click.option("--commit", default=DEFAULT_COMMIT, show_default=True, help="the candidate's commit")(command)
@@ -101,8 +107,8 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
 @click.option("--outputs", help="a .jsonl of precomputed outputs")
 @click.option("--version", help="golden-set version (default: the tenant's latest published one)")
 @click.option("--baseline", metavar="COMMIT", help="an audited commit to compare with (default: the current baseline)")
-@click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True,
-              help="largest allowed drop of a mean")
+@click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True, callback=_tolerance,
+              help="largest allowed drop of a mean, 0 to 1")
 @click.option("--branch", default="", help="the candidate's branch: a pass on the main branch promotes it")
 @click.option("--main-branch", default="main", show_default=True,
               help="the branch whose passing candidates become the baseline")

@@ -1,6 +1,7 @@
 """The regression report: the candidate against the tenant's baseline, with a verdict, and where and why."""
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output
@@ -24,8 +25,9 @@ from rag_eval_pipeline.core.warehouse import audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
 class ReportSettings(Config):
-    tolerance: float = Field(default=DEFAULT_TOLERANCE, description="Largest allowed drop of a metric's mean.")
-    metric_tolerances: dict[str, float] = Field(
+    tolerance: float = Field(default=DEFAULT_TOLERANCE, ge=0, le=1, allow_inf_nan=False,
+                             description="Largest allowed drop of a metric's mean, 0 to 1.")
+    metric_tolerances: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] = Field(
         default={}, description="Per-metric overrides of the tolerance, e.g. {'mrr': 0.1}."
     )
     baseline_commit: str = Field(

@@ -6,17 +6,19 @@ checked against the baseline the promoter saw (compare-and-set), as in reporting
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pandas as pd
 from sqlalchemy import insert, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rag_eval_pipeline.core.database import schema
 from rag_eval_pipeline.core.database.results import DatabaseStore
 from rag_eval_pipeline.core.names import validate_commit, validate_run_id
-from rag_eval_pipeline.reporting.baselines import _UNSET, BaselineChanged, Promotion, UnknownBaseline
+from rag_eval_pipeline.reporting.baselines import LOCK_TIMEOUT_S, _UNSET, BaselineChanged, Promotion, UnknownBaseline
 
 
 class DatabaseBaselineStore:
@@ -72,36 +74,44 @@ class DatabaseBaselineStore:
 
     @contextmanager
     def locked(self, tenant: str):
-        """Hold the tenant's promotion lock: a session advisory lock on a connection of its own."""
-        with self.db.engine.connect() as connection:
-            connection.execute(text("select pg_advisory_lock(hashtext(:key))"), {"key": f"rag_eval.baseline.{tenant}"})
-            connection.commit()
+        """Hold the tenant's promotion lock (re-entrant in one thread, exclusive across processes and machines):
+        a transaction-scoped advisory lock on a connection of its own, released when the block ends, however
+        it ends. Waits at most LOCK_TIMEOUT_S, as the file lock does."""
+        held = _held_locks()
+        if tenant in held:
+            yield
+            return
+        with self.db.engine.connect() as connection, connection.begin():
+            connection.execute(text(f"set local lock_timeout = '{int(LOCK_TIMEOUT_S)}s'"))
+            try:
+                connection.execute(text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                                   {"key": f"rag_eval.baseline.{tenant}"})
+            except OperationalError as error:
+                raise BaselineChanged(f"the baseline of {tenant} stayed locked by another run for "
+                                      f"{LOCK_TIMEOUT_S:.0f} s; re-run the gate") from error
+            held.add(tenant)
             try:
                 yield
             finally:
-                connection.execute(text("select pg_advisory_unlock(hashtext(:key))"),
-                                   {"key": f"rag_eval.baseline.{tenant}"})
-                connection.commit()
+                held.discard(tenant)
 
     def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "",
                 expected_current=_UNSET) -> Promotion:
-        self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
-        run_id = run_id or self._audit_run(tenant, version, commit) or ""
-        table = schema.baseline_history
-        with self.db.tenant(tenant) as connection:
-            # Serializes this tenant's promotions until the transaction ends, across processes and machines.
-            connection.execute(text("select pg_advisory_xact_lock(hashtext(:key))"),
-                               {"key": f"rag_eval.promote.{tenant}"})
-            if expected_current is not _UNSET:
-                now = _current_commit(connection, version)
-                if now != expected_current:
-                    raise BaselineChanged(
-                        f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to {now} "
-                        f"while {commit} was audited; re-run the gate to compare with {now}")
-            promoted_at = datetime.now(timezone.utc).replace(microsecond=0)
-            connection.execute(insert(table).values(tenant_id=tenant, dataset_version=version, commit=commit,
-                                                    reason=reason, branch=branch, run_id=run_id,
-                                                    created_at=promoted_at))
+        with self.locked(tenant):  # the gate holds it already; an explicit promotion takes it here
+            self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
+            run_id = run_id or self._audit_run(tenant, version, commit) or ""
+            table = schema.baseline_history
+            with self.db.tenant(tenant) as connection:
+                if expected_current is not _UNSET:
+                    now = _current_commit(connection, version)
+                    if now != expected_current:
+                        raise BaselineChanged(
+                            f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to "
+                            f"{now} while {commit} was audited; re-run the gate to compare with {now}")
+                promoted_at = datetime.now(timezone.utc).replace(microsecond=0)
+                connection.execute(insert(table).values(tenant_id=tenant, dataset_version=version, commit=commit,
+                                                        reason=reason, branch=branch, run_id=run_id,
+                                                        created_at=promoted_at))
         return Promotion(tenant, version, commit, reason, branch, promoted_at.isoformat(), run_id)
 
     def history(self, tenant: str, version: str | None = None):
@@ -118,6 +128,16 @@ class DatabaseBaselineStore:
     def current(self, tenant: str, version: str):
         promotions = self.history(tenant, version)
         return promotions[-1] if promotions else None
+
+
+_LOCAL = threading.local()
+
+
+def _held_locks() -> set[str]:
+    """The tenants whose promotion lock this thread holds."""
+    if not hasattr(_LOCAL, "tenants"):
+        _LOCAL.tenants = set()
+    return _LOCAL.tenants
 
 
 def _current_commit(connection, version: str) -> str | None:

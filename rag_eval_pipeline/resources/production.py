@@ -5,6 +5,8 @@ Nothing is kept on a worker's disk, so any worker can run any step of any run.
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
@@ -34,7 +36,7 @@ class ProductionIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
         name = context.asset_key.path[-1]
         if name in RESULT_TABLES:
-            write_table(DatabaseStore(results_database(self.database_url)), context, obj)
+            write_table(DatabaseStore(results_database(self.database_url, os.getpid())), context, obj)
         elif self.object_store_url:
             self._object_store().handle_output(context, obj)
         else:
@@ -43,7 +45,7 @@ class ProductionIOManager(ConfigurableIOManager):
     def load_input(self, context: InputContext) -> pd.DataFrame:
         name = context.asset_key.path[-1]
         if name in RESULT_TABLES:
-            return read_table(DatabaseStore(results_database(self.database_url)), context)
+            return read_table(DatabaseStore(results_database(self.database_url, os.getpid())), context)
         if self.object_store_url:
             return self._object_store().load_input(context)
         return read_table(Warehouse(self.root), context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, OutputContext
@@ -23,7 +24,7 @@ class WarehouseResource(ConfigurableResource):
             return Warehouse(self.root)
         from rag_eval_pipeline.core.database.results import DatabaseStore
 
-        return DatabaseStore(results_database(self.database_url))
+        return DatabaseStore(results_database(self.database_url, os.getpid()))
 
     def baselines(self):
         from rag_eval_pipeline.reporting.baselines import baseline_store
@@ -32,8 +33,9 @@ class WarehouseResource(ConfigurableResource):
 
 
 @functools.cache
-def results_database(url: str):
-    """One verified ResultsDatabase (and its connection pool) per URL and process."""
+def results_database(url: str, pid: int):
+    """One verified ResultsDatabase (and its connection pool) per URL and process: keyed by the pid, so a
+    forked child (a Celery or multiprocess worker) opens its own connections instead of sharing its parent's."""
     from rag_eval_pipeline.core.database.connection import open_results_database
 
     return open_results_database(url)

@@ -4,7 +4,7 @@ promotions, serialized across processes. Each test has a tenant of its own in th
 import multiprocessing
 import time
 import uuid
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
@@ -75,3 +75,45 @@ def test_promotions_from_concurrent_processes_are_serialized(store, tenant, upgr
         done = list(pool.map(_read_then_promote, [upgraded_database.app_url] * 6, [tenant] * 6, commits))
     assert sorted(done) == commits
     assert sorted(p.commit for p in store.history(tenant, "v1")) == commits  # none lost, none twice
+
+
+def test_an_audit_whose_writer_died_before_its_scores_is_not_a_baseline(store, tenant):
+    """Outputs stored, scores never: the audit is incomplete, not an audit that scored nothing."""
+    store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "candidate_outputs", _outputs("abc1234"))
+    assert store.store.read_audit_table(tenant, "v1", "r1", "metric_scores") is None
+    with pytest.raises(FileNotFoundError, match="lacks metric_scores"):
+        store.mark_complete(tenant, "v1", "abc1234", "r1")
+    empty = _scores("abc1234", 0.5).iloc[:0]
+    store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores", empty)  # scored nothing, whole
+    assert len(store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")) == 0
+
+
+def test_two_writers_of_one_audits_scores_take_turns(store, tenant):
+    frames = [_scores("abc1234", score) for score in (0.25, 0.75)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for _ in range(5):
+            list(pool.map(lambda frame: store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores",
+                                                                       frame), frames))
+            written = store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")
+            assert written["score"].tolist() in ([0.25, 0.25], [0.75, 0.75])  # one writer's rows, never both
+
+
+def test_a_nul_character_in_a_reason_is_stored_not_fatal(store, tenant):
+    scores = _scores("abc1234", 0.5).assign(reason="candidate failed: bad byte \x00 here")
+    store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores", scores)
+    assert store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")["reason"][0] == \
+        "candidate failed: bad byte \ufffd here"
+
+
+def _database_id(url: str) -> int:
+    from rag_eval_pipeline.resources.warehouse import WarehouseResource
+
+    return id(WarehouseResource(root="unused", database_url=url).store().db)
+
+
+def test_a_forked_worker_opens_its_own_connections_not_its_parents(upgraded_database):
+    """A pool shared across fork() mixes two processes' queries on one socket: another tenant's answer."""
+    parent = _database_id(upgraded_database.app_url)
+    assert _database_id(upgraded_database.app_url) == parent  # one pool per process...
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_database_id, (upgraded_database.app_url,)) != parent  # ...and the child's own

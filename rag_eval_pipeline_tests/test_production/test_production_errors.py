@@ -47,3 +47,18 @@ def test_a_database_older_than_the_code_says_to_upgrade(production_cli, capsys, 
     production_cli.setenv("RAG_EVAL_DATABASE_URL", database_url(scratch_database_factory(), user="rag_eval_app"))
     assert main(["gate", "--tenant", "acme", "--candidate", "c1"]) == 2
     assert "rag-eval db upgrade" in _one_line_error(capsys)
+
+
+def test_a_password_is_never_shown_even_when_misplaced(production_cli, capsys):
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", "postgresql://rag_eval_app@127.0.0.1:1/db?password=TopSecret1")
+    assert main(["baseline", "show", "--tenant", "acme"]) == 2
+    assert "TopSecret1" not in _one_line_error(capsys)
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", "postgresql://rag_eval_app:Pa@ssw0rd@127.0.0.1:1/db")
+    assert main(["baseline", "show", "--tenant", "acme"]) == 2
+    assert "ssw0rd" not in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("tolerance", ["nan", "inf", "-0.1", "1.5"])
+def test_a_tolerance_that_would_pass_everything_or_nothing_is_refused(production_cli, capsys, tolerance):
+    assert main(["gate", "--tenant", "acme", "--candidate", "c1", "--tolerance", tolerance]) == 2
+    assert "--tolerance" in _one_line_error(capsys)

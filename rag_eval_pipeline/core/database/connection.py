@@ -46,12 +46,17 @@ def parse_url(url: str, variable: str = DATABASE_URL_VARIABLE) -> URL:
         raise DatabaseError(f"{variable} must be a postgresql:// URL, got {parsed.drivername}://")
     if not parsed.database:
         raise DatabaseError(f"{variable} names no database: use postgresql://user@host:port/database")
+    if "password" in parsed.query or "@" in (parsed.host or ""):
+        # A password in the query string, or an '@' of the password read as part of the host, would be
+        # shown in every message that names the server.
+        raise DatabaseError(f"{variable}: put the password before the host, percent-encoded "
+                            "(postgresql://user:p%40ss@host:port/database), not in the query string")
     return parsed.set(drivername="postgresql+psycopg2")
 
 
 def shown(url: URL) -> str:
-    """The URL as it may appear in a message or a log: never with its password."""
-    return url.render_as_string(hide_password=True)
+    """The server as it may appear in a message or a log: user@host:port/database, nothing else."""
+    return f"{url.username or ''}@{url.host or 'localhost'}:{url.port or 5432}/{url.database}"
 
 
 def build_engine(url: URL, **options) -> Engine:

@@ -25,6 +25,7 @@ from rag_eval_pipeline.core.names import validate_commit, validate_name, validat
 from rag_eval_pipeline.core.warehouse import StoredReport
 
 MANIFEST_FILE = "golden_set.manifest.json"  # the one text document of a partition (synthesis/versions.py)
+SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
 SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
 
 
@@ -103,7 +104,7 @@ class DatabaseStore:
 
     def write_audit_table(self, tenant: str, version: str, commit: str, run_id: str, name: str,
                           frame: pd.DataFrame) -> str:
-        if name == "metric_scores":
+        if name == SCORES_TABLE:
             self._replace_scores(tenant, version, commit, run_id, frame)
         else:
             self._replace_table(tenant, version, name, commit, run_id, frame)
@@ -113,7 +114,7 @@ class DatabaseStore:
                          commit: str | None = None) -> pd.DataFrame | None:
         """The table a run wrote (of `commit`, or whatever its commit: Dagster run ids are unique); None
         when it wrote none."""
-        if name == "metric_scores":
+        if name == SCORES_TABLE:
             return self._read_scores(tenant, version, run_id, commit)
         table = schema.result_tables
         of_commit = table.c.commit == commit if commit else table.c.commit != ""
@@ -171,6 +172,8 @@ class DatabaseStore:
         return None if blob is None else _frame(blob)
 
     def _replace_scores(self, tenant: str, version: str, commit: str, run_id: str, frame: pd.DataFrame) -> None:
+        """The rows, and a marker row in result_tables, in one transaction: the marker says the scores are
+        whole (an audit whose writer died before them has none, and is not read as scoring nothing)."""
         table = schema.metric_scores
         key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
                "run_id": validate_run_id(run_id)}
@@ -179,7 +182,11 @@ class DatabaseStore:
             raise ValueError(f"score rows of commits {mismatched} cannot be stored under commit {commit!r}")
         rows = [{**key, "row_no": number, **_score_row(row)}
                 for number, row in enumerate(frame.reindex(columns=SCORE_COLUMNS).to_dict("records"))]
+        marker = {**key, "table_name": SCORES_TABLE, "row_count": len(rows), "parquet": b""}
         with self.db.tenant(tenant) as connection:
+            # The marker's upsert first: it locks the key, so two writers of one audit take turns.
+            connection.execute(pg_insert(schema.result_tables).values(**marker).on_conflict_do_update(
+                constraint="pk_result_tables", set_={"row_count": len(rows), "created_at": func.now()}))
             connection.execute(delete(table).where(*(table.c[column] == value for column, value in key.items()
                                                      if column != "tenant_id")))
             if rows:
@@ -190,11 +197,11 @@ class DatabaseStore:
         columns = [table.c[name] for name in SCORE_COLUMNS]
         of_commit = [table.c.commit == commit] if commit else []
         with self.db.tenant(tenant) as connection:
+            if not _scores_written(connection, version, run_id, commit):
+                return None
             rows = connection.execute(select(*columns).where(
                 table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id), *of_commit,
             ).order_by(table.c.commit, table.c.row_no)).all()
-            if not rows and not _audit_recorded(connection, version, run_id, commit):
-                return None
         frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
         frame["score"] = frame["score"].astype(float)
         return frame
@@ -203,22 +210,26 @@ class DatabaseStore:
 def _score_row(row: dict) -> dict:
     """A score row's stored columns; an absent text is '' and an absent k 0 (NULL only for a missing score)."""
     given = {name: value for name, value in row.items() if not _missing(value)}
-    return {"qa_id": str(given.get("qa_id", "")), "metric": str(given.get("metric", "")),
-            "score": float(given["score"]) if "score" in given else None, "status": str(given.get("status", "")),
-            "reason": str(given.get("reason", "")), "evidence": str(given.get("evidence", "{}")),
-            "judge": str(given.get("judge", "")), "k": int(given.get("k", 0))}
+    text = {name: _storable(str(given.get(name, default))) for name, default in
+            (("qa_id", ""), ("metric", ""), ("status", ""), ("reason", ""), ("evidence", "{}"), ("judge", ""))}
+    return {**text, "score": float(given["score"]) if "score" in given else None, "k": int(given.get("k", 0))}
+
+
+def _storable(text: str) -> str:
+    """Postgres text holds no NUL character (a candidate's error message may): it becomes U+FFFD."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _audit_recorded(connection, version: str, run_id: str, commit: str | None) -> bool:
-    """Whether the run stored its outputs (an audit with no score rows is still an audit)."""
+def _scores_written(connection, version: str, run_id: str, commit: str | None) -> bool:
+    """Whether the run's scores were written whole (their marker row), even if there are none."""
     table = schema.result_tables
     of_commit = [table.c.commit == commit] if commit else []
     return connection.execute(select(func.count()).select_from(table).where(
-        table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == "candidate_outputs",
+        table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == SCORES_TABLE,
         *of_commit,
     )).scalar_one() > 0
 
