@@ -1,0 +1,153 @@
+"""Whole runs on real Celery workers fed by Redis, queued by the real daemon on a Postgres instance.
+
+The probe job (celery_job.py) sleeps about a second and records its pid, working directory and times.
+Run start and end times come from the instance's run records.
+"""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus
+from dagster._core.launcher import WorkerStatus
+
+from rag_eval_pipeline.automation import queues
+from rag_eval_pipeline_tests.support.celery_workers import TIER_ENV, submit_run, wait_for_runs
+from rag_eval_pipeline_tests.test_celery.celery_job import HOLD_TAG
+
+pytestmark = [pytest.mark.dagster, pytest.mark.postgres, pytest.mark.celery]
+
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+
+
+def _submit(cluster_dagster, tenant: str, run_config=queues.IN_PROCESS_RUN_CONFIG, **extra_tags: str) -> str:
+    instance, workspace = cluster_dagster
+    return submit_run(instance, workspace, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags},
+                      run_config=run_config)
+
+
+def _interval(record) -> tuple[float, float]:
+    return record.start_time, record.end_time
+
+
+def _failure_message(instance, run_id: str) -> str:
+    return instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)[-1].message
+
+
+def _wait_for_file(path: Path, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} not written after {timeout_s:.0f} s"
+        time.sleep(0.1)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def small_batch(cluster, cluster_dagster):
+    """Three runs of beta, then one of gamma (small tenants), all queued at once. Both workers serve the
+    small queue, so without the per-tenant limit the first two beta runs would run side by side."""
+    instance, _ = cluster_dagster
+    run_ids = [_submit(cluster_dagster, tenant) for tenant in ("beta", "beta", "beta", "gamma")]
+    return run_ids, wait_for_runs(instance, run_ids), cluster.probe_records()
+
+
+def test_both_workers_take_runs(cluster, small_batch):
+    run_ids, runs, probes = small_batch
+    assert {runs[run_id].dagster_run.status for run_id in run_ids} == {DagsterRunStatus.SUCCESS}
+    by_worker = {}
+    for run_id in run_ids:
+        worker = cluster.worker_of(probes[run_id])
+        by_worker.setdefault(worker, set()).add(probes[run_id]["pid"])
+        # The run executed in that worker's own environment, not the submitter's.
+        assert Path(probes[run_id]["tmpdir"]) == cluster.workers[worker].cwd.parent / "tmp"
+        assert runs[run_id].dagster_run.tags[queues.QUEUE_TAG] == queues.QUEUES["small"]
+    assert set(by_worker) == {"general", "small_lane"}
+    assert not by_worker["general"] & by_worker["small_lane"]
+
+
+def test_runs_of_one_tenant_never_overlap(small_batch):
+    run_ids, runs, probes = small_batch
+    beta = sorted(_interval(runs[run_id]) for run_id in run_ids[:3])
+    for (_, previous_end), (next_start, _) in zip(beta, beta[1:]):
+        assert next_start >= previous_end
+    beta_work = sorted((probes[run_id]["started"], probes[run_id]["finished"]) for run_id in run_ids[:3])
+    for (_, previous_end), (next_start, _) in zip(beta_work, beta_work[1:]):
+        assert next_start >= previous_end
+    # Another tenant's run was not held back: gamma ran beside the first beta run.
+    gamma_start, gamma_end = _interval(runs[run_ids[3]])
+    assert gamma_start < beta[0][1] and beta[0][0] < gamma_end
+
+
+def test_small_tenant_runs_before_the_large_backlog_drains(cluster, cluster_dagster):
+    instance, _ = cluster_dagster
+    large = [_submit(cluster_dagster, tenant) for tenant in ("acme", "globex") * 3]
+    small = [_submit(cluster_dagster, "delta") for _ in range(2)]
+    runs = wait_for_runs(instance, large + small, timeout_s=120)
+    assert {run.dagster_run.status for run in runs.values()} == {DagsterRunStatus.SUCCESS}
+    probes = cluster.probe_records()
+    # Large runs go to the large queue only: the small lane never takes one.
+    assert {cluster.worker_of(probes[run_id]) for run_id in large} == {"general"}
+    large_starts = sorted(runs[run_id].start_time for run_id in large)
+    small_starts = sorted(runs[run_id].start_time for run_id in small)
+    assert small_starts[-1] < large_starts[-1], "the small tenant waited for the whole large backlog"
+    order = "".join("S" if run_id in small else "L" for run_id in sorted(runs, key=lambda r: runs[r].start_time))
+    print(f"start order (L large, S small): {order}")
+
+
+def test_multiprocess_executor_cannot_run_on_a_worker(cluster_dagster):
+    """Why runs on Celery take IN_PROCESS_RUN_CONFIG: a pool process may not start step processes."""
+    instance, _ = cluster_dagster
+    run_id = _submit(cluster_dagster, "theta", run_config=None)
+    assert wait_for_runs(instance, [run_id])[run_id].dagster_run.status == DagsterRunStatus.FAILURE
+    failure = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)[-1].dagster_event
+    assert "daemonic processes are not allowed to have children" in str(failure.job_failure_data.error)
+
+
+def test_run_fails_when_its_process_is_killed(cluster, cluster_dagster):
+    """SIGKILL to the process running the run (what the kernel's OOM killer does): Celery records the task
+    as failed, and run monitoring fails the run with that reason; it is not run again."""
+    instance, _ = cluster_dagster
+    run_id = _submit(cluster_dagster, "epsilon", **{HOLD_TAG: "1"})
+    started = _wait_for_file(cluster.records / f"{run_id}.started")
+    os.kill(started["pid"], signal.SIGKILL)
+
+    run = wait_for_runs(instance, [run_id])[run_id]
+    assert run.dagster_run.status == DagsterRunStatus.FAILURE
+    message = _failure_message(instance, run_id)
+    assert "Detected run worker status FAILED" in message and "Celery task failed" in message
+    _assert_nothing_half_written_is_read(cluster, instance, run_id, started)
+
+    # The worker replaced its pool process and takes the tenant's next run.
+    next_id = _submit(cluster_dagster, "epsilon")
+    assert wait_for_runs(instance, [next_id])[next_id].dagster_run.status == DagsterRunStatus.SUCCESS
+    assert cluster.probe_records()[next_id]["pid"] != started["pid"]
+
+
+def test_run_fails_when_its_whole_worker_is_killed(cluster, cluster_dagster):
+    """SIGKILL to a whole worker (a lost machine): its Celery task stays STARTED, which run monitoring
+    cannot tell from a long run, so the run fails when it passes its maximum runtime; it is not re-run
+    on the other worker."""
+    instance, _ = cluster_dagster
+    run_id = _submit(cluster_dagster, "zeta", **{HOLD_TAG: "1", MAX_RUNTIME_TAG: "6"})
+    started = _wait_for_file(cluster.records / f"{run_id}.started")
+    worker = cluster.worker_of(started)
+    try:
+        cluster.workers[worker].kill()
+        run = wait_for_runs(instance, [run_id])[run_id]
+        assert run.dagster_run.status == DagsterRunStatus.FAILURE
+        assert "Exceeded maximum runtime of 6 seconds" in _failure_message(instance, run_id)
+        assert instance.run_launcher.check_run_worker_health(run.dagster_run).status == WorkerStatus.RUNNING
+        _assert_nothing_half_written_is_read(cluster, instance, run_id, started)
+    finally:
+        cluster.restart_worker(worker)
+
+
+def _assert_nothing_half_written_is_read(cluster, instance, run_id: str, started: dict) -> None:
+    """The killed run left its partial file, under a name no reader takes; no finished record, one start."""
+    assert (cluster.records / f".{run_id}.json.partial").exists()
+    assert run_id not in cluster.probe_records()  # every record it reads parses as whole JSON
+    assert len(instance.all_logs(run_id, of_type=DagsterEventType.RUN_START)) == 1
+    assert json.loads((cluster.records / f"{run_id}.started").read_text(encoding="utf-8"))["pid"] == started["pid"]

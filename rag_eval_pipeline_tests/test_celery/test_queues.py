@@ -1,0 +1,40 @@
+"""Tenant -> tier -> Celery queue, and the run tags that carry them."""
+
+import pytest
+
+from rag_eval_pipeline.automation import queues
+from rag_eval_pipeline.core.names import PartitionNameError
+from rag_eval_pipeline.settings import SettingsError
+
+LARGE = {queues.LARGE_TENANTS_VARIABLE: " acme, globex ,"}
+
+
+def test_every_tenant_is_small_unless_named_large():
+    assert queues.large_tenants({}) == frozenset()
+    assert queues.large_tenants(LARGE) == {"acme", "globex"}
+    assert queues.tier_of("acme", {}) == "small"
+    assert queues.tier_of("acme", LARGE) == "large"
+    assert queues.tier_of("demo", LARGE) == "small"
+
+
+def test_the_variable_is_read_from_the_process_environment_by_default(monkeypatch):
+    monkeypatch.setenv(queues.LARGE_TENANTS_VARIABLE, "demo")
+    assert queues.queue_for("demo") == queues.QUEUES["large"]
+    monkeypatch.delenv(queues.LARGE_TENANTS_VARIABLE)
+    assert queues.queue_for("demo") == queues.QUEUES["small"]
+
+
+def test_run_tags_send_each_tier_to_its_own_queue():
+    large, small = queues.run_tags("globex", LARGE), queues.run_tags("demo", LARGE)
+    assert large == {"dagster-celery/queue": "rag-eval-large", "rag_eval/tier": "large", "dagster/priority": "0"}
+    assert small == {"dagster-celery/queue": "rag-eval-small", "rag_eval/tier": "small", "dagster/priority": "1"}
+
+
+def test_a_bad_name_in_the_variable_names_the_variable():
+    with pytest.raises(SettingsError, match=f"^{queues.LARGE_TENANTS_VARIABLE}: invalid tenant name 'Acme Corp'"):
+        queues.large_tenants({queues.LARGE_TENANTS_VARIABLE: "globex,Acme Corp"})
+
+
+def test_a_bad_tenant_is_refused():
+    with pytest.raises(PartitionNameError, match="invalid tenant name"):
+        queues.run_tags("../etc", LARGE)
