@@ -14,6 +14,7 @@ from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.jobs import synthesis_job
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.automation.queues import run_tags
 
 
 def nightly_requests(instance, documents_root: Path, warehouse_root: Path, now) -> tuple[list, list[str]]:
@@ -37,7 +38,8 @@ def nightly_requests(instance, documents_root: Path, warehouse_root: Path, now) 
         key = register_partition(instance, tenant, version)
         inbox.record_fingerprint(warehouse_root, tenant, version, current)
         run_requests.append(
-            RunRequest(run_key=f"{tenant}:{current}", partition_key=key, tags={"rag_eval/documents_fingerprint": current})
+            RunRequest(run_key=f"{tenant}:{current}", partition_key=key,
+                       tags={"rag_eval/documents_fingerprint": current, **run_tags(tenant)})
         )
     return run_requests, reasons
 

@@ -27,6 +27,7 @@ from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpe
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.synthesis.versions import latest_version
+from rag_eval_pipeline.automation.queues import run_tags
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
@@ -103,7 +104,7 @@ def build_new_documents_sensor(
                 RunRequest(
                     run_key=f"{tenant}:{decision.fingerprint}",
                     partition_key=partition_key(tenant, decision.version),
-                    tags={"rag_eval/documents_fingerprint": decision.fingerprint},
+                    tags={"rag_eval/documents_fingerprint": decision.fingerprint, **run_tags(tenant)},
                 )
             )
         partitions_requests = [
@@ -137,6 +138,7 @@ def audit_run_request(candidate: inbox.Candidate, version: str) -> RunRequest:
             COMMIT_TAG: candidate.commit,
             "rag_eval/candidate_source": candidate.source,
             "rag_eval/branch": candidate.branch,
+            **run_tags(candidate.tenant),
         },
     )
 
