@@ -1,4 +1,5 @@
-"""Run a lineage job in this process, and tell from Dagster's own records what became of it.
+"""Run a lineage job (in this process, or on a worker in production mode), and tell from Dagster's own
+records what became of it.
 
 - done: the run succeeded.
 - blocked: a blocking asset check failed and nothing else did. Dagster 1.13 records a failed
@@ -46,8 +47,14 @@ class Outcome:
 
 def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit: str,
            candidate=None, report=None) -> Outcome:
-    """Run job_name on one partition in this process; its outcome. candidate (a CandidateSpec, default the
-    reference) and report (ReportSettings) configure the audit; the commit is tagged on the run."""
+    """Run job_name on one partition; its outcome. candidate (a CandidateSpec, default the reference) and
+    report (ReportSettings) configure the audit; the commit is tagged on the run. The run executes in
+    this process, or, when the instance hands runs to workers (production mode), on a worker: it is
+    submitted to the instance's queue with its tenant's queue tags and waited for."""
+    from rag_eval_pipeline.automation.submission import runs_elsewhere
+
+    if runs_elsewhere(instance):
+        return _submit_and_wait(instance, job_name, partition_key, commit, candidate, report)
     from rag_eval_pipeline.automation.run_config import lineage_run_config
     from rag_eval_pipeline.core.names import COMMIT_TAG
     from rag_eval_pipeline.definitions import build_definitions
@@ -59,25 +66,77 @@ def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit:
     started = time.perf_counter()
     result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition_key,
                                     tags={COMMIT_TAG: commit}, raise_on_error=False)
-    return outcome_of(result, time.perf_counter() - started)
+    return classify(records_of_result(result), time.perf_counter() - started)
 
 
-def outcome_of(result, elapsed_s: float) -> Outcome:
-    """Classify a finished run from its records: the check evaluations and the step failures' error classes."""
-    evaluations = [e for e in result.get_asset_check_evaluations() if not e.passed]
-    failed_checks = [CheckFailure(e.asset_check_key.name, e.asset_key.to_user_string(), _details(e)) for e in evaluations]
-    if result.success:
-        return Outcome(OK, result.run_id, elapsed_s, failed_checks, [], [])
+def _submit_and_wait(instance: DagsterInstance, job_name: str, partition_key: str, commit: str,
+                     candidate, report) -> Outcome:
+    from rag_eval_pipeline.automation import submission
+    from rag_eval_pipeline.automation.queues import QUEUE_TAG, run_tags
+    from rag_eval_pipeline.automation.run_config import lineage_run_config
+    from rag_eval_pipeline.core.names import COMMIT_TAG
+    from rag_eval_pipeline.partitions import split_key
+
+    tags = {COMMIT_TAG: commit, **run_tags(split_key(partition_key)[0])}
+    run_config = lineage_run_config(job_name, candidate, commit, report, log_level=None).to_config_dict()
+    started = time.perf_counter()
+    run_id = submission.submit(instance, job_name, partition_key, run_config, tags)
+    print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)
+    run = submission.wait_for(instance, run_id)
+    return classify(records_of_run(instance, run.run_id, submission.succeeded(run)), time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """What a finished run recorded, wherever it ran."""
+
+    success: bool
+    run_id: str
+    check_evaluations: list  # AssetCheckEvaluation
+    step_failures: list  # DagsterEvent of type STEP_FAILURE
+    run_failure: object | None  # the run's failure error (SerializableErrorInfo), when it failed without a step
+
+
+def _run_failure(event):
+    data = getattr(event, "job_failure_data", None) if event is not None else None
+    return getattr(data, "error", None)
+
+
+def records_of_result(result) -> RunRecords:
+    """The records of a run executed in this process."""
     failures = result.get_step_failure_events()
+    # Dagster records the run's own failure only when no step failed first.
+    run_failure = None if result.success or failures else _run_failure(result.get_run_failure_event())
+    return RunRecords(result.success, result.run_id, result.get_asset_check_evaluations(), failures, run_failure)
+
+
+def records_of_run(instance: DagsterInstance, run_id: str, success: bool) -> RunRecords:
+    """A run's records, read back from the instance's event log (the run executed elsewhere)."""
+    from dagster import DagsterEventType
+
+    events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
+    of = lambda kind: [e for e in events if e.event_type == kind]  # noqa: E731
+    failure = of(DagsterEventType.RUN_FAILURE)
+    return RunRecords(success, run_id, [e.event_specific_data for e in of(DagsterEventType.ASSET_CHECK_EVALUATION)],
+                      of(DagsterEventType.STEP_FAILURE), _run_failure(failure[-1]) if failure else None)
+
+
+def classify(run: RunRecords, elapsed_s: float) -> Outcome:
+    """Classify a finished run from its records: the check evaluations and the step failures' error classes."""
+    evaluations = [e for e in run.check_evaluations if not e.passed]
+    failed_checks = [CheckFailure(e.asset_check_key.name, e.asset_key.to_user_string(), _details(e)) for e in evaluations]
+    if run.success:
+        return Outcome(OK, run.run_id, elapsed_s, failed_checks, [], [])
+    failures = run.step_failures
     errors = [f for f in failures if f.step_failure_data.error.cls_name != CHECK_FAILED]
     blocking = sorted({e.asset_check_key.name for e in evaluations if e.blocking is not False})
     if failures and not errors and blocking:
-        return Outcome(BLOCKED, result.run_id, elapsed_s, failed_checks, blocking, [])
+        return Outcome(BLOCKED, run.run_id, elapsed_s, failed_checks, blocking, [])
     lines = [f"error in {f.step_key}: {_root_cause(f.step_failure_data.error)}" for f in errors]
     if not failures:  # the run failed before any step did
-        error = result.get_run_failure_event().job_failure_data.error
-        lines.append(f"error: {_root_cause(error)}" if error else "error: the run failed before any step ran")
-    return Outcome(ERROR, result.run_id, elapsed_s, failed_checks, [], lines)
+        lines.append(f"error: {_root_cause(run.run_failure)}" if run.run_failure else
+                     "error: the run failed before any step ran")
+    return Outcome(ERROR, run.run_id, elapsed_s, failed_checks, [], lines)
 
 
 def _details(evaluation) -> list[str]:

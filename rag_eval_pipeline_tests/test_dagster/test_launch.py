@@ -5,7 +5,7 @@ import pytest
 from dagster import AssetCheckResult, DagsterInstance, Definitions, asset, asset_check, define_asset_job, in_process_executor
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK
-from rag_eval_pipeline.cli.launch import outcome_of, terminal_logger
+from rag_eval_pipeline.cli.launch import classify, records_of_result, records_of_run, terminal_logger
 from rag_eval_pipeline.cli.lineage import JOBS
 from rag_eval_pipeline.definitions import build_definitions
 
@@ -48,11 +48,15 @@ DEFS = Definitions(
 
 
 def _run(job: str):
+    """The outcome, classified from the run's result in process; the same as from the instance's event log
+    (what the CLI reads when the run executed on a worker)."""
+    instance = DagsterInstance.ephemeral()
     result = DEFS.resolve_job_def(job).execute_in_process(
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-        instance=DagsterInstance.ephemeral(), raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}, instance=instance, raise_on_error=False,
     )
-    return outcome_of(result, 1.0)
+    outcome = classify(records_of_result(result), 1.0)
+    assert classify(records_of_run(instance, result.run_id, result.success), 1.0) == outcome
+    return outcome
 
 
 def test_a_failed_blocking_check_blocks_the_run(capsys):
