@@ -1,0 +1,75 @@
+"""The whole lineage of two tenants, gated with `rag-eval` on two Celery workers in production mode, gives the
+verdicts and scores of the in-process run, and no worker keeps anything on its disk."""
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from rag_eval_pipeline.automation.queues import QUEUES
+from rag_eval_pipeline.core.database.upgrade import upgrade
+from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline_tests.support.celery_workers import REPO_ROOT, celery_cluster
+from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url
+from rag_eval_pipeline_tests.test_production.conftest import (  # noqa: F401 - fixtures
+    object_store_server,
+    production_variables,
+    scratch_database_factory,
+    shared_admin_url,
+)
+from rag_eval_pipeline_tests.test_production.test_production_lineage import TENANTS, _gate_both, _lay_out
+
+pytestmark = [pytest.mark.dagster, pytest.mark.postgres, pytest.mark.celery, pytest.mark.cli]
+
+WORKERS = {"worker-a": (QUEUES["large"], QUEUES["small"]), "worker-b": (QUEUES["large"], QUEUES["small"])}
+DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
+CODE = {"rag_eval_pipeline": "rag_eval_pipeline.definitions"}
+
+
+def _gate_on_workers(env: dict, tenant: str) -> subprocess.Popen:
+    """What a tenant's CI does: its first full pipeline (the baseline), then a gate of a degraded candidate."""
+    script = " && ".join([
+        f"rag-eval register --tenant {tenant} --version v1",
+        f"rag-eval run --tenant {tenant} --version v1 --job full_pipeline --commit {tenant}-good",
+        f"(rag-eval gate --tenant {tenant} --version v1 --candidate {tenant}-bad --entry {DEGRADED}; echo gate-exit=$?)",
+    ])
+    return subprocess.Popen(["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_tenants_on_two_workers_match_the_in_process_run(tmp_path, monkeypatch, scratch_database_factory,
+                                                             object_store_server):
+    documents_root = tmp_path / "documents"
+    _lay_out(documents_root)
+    name = scratch_database_factory()
+    upgrade(database_url(name))
+    app_url = database_url(name, user=APP_ROLE)
+    common = {"RAG_EVAL_DOCUMENTS_ROOT": str(documents_root), "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests",
+              "RAG_EVAL_LARGE_TENANTS": "acme"}
+    nowhere = tmp_path / "no-local-warehouse"  # production mode must never write here
+    production = {**common, **production_variables(app_url, object_store_server, "celery"),
+                  "RAG_EVAL_WAREHOUSE": str(nowhere),
+                  "PYTHONPATH": str(REPO_ROOT)}  # the candidate's code, installed on every worker in real life
+
+    with celery_cluster(tmp_path / "cluster", WORKERS, extra_env=production, code_locations=CODE) as cluster:
+        env = {**cluster.env, "DAGSTER_HOME": str(cluster.home("ci")), "PATH": f"{sys.prefix}/bin:{cluster.env['PATH']}"}
+        pipelines = {tenant: _gate_on_workers(env, tenant) for tenant in TENANTS}  # both tenants' CI at once
+        outputs = {tenant: process.communicate(timeout=600) for tenant, process in pipelines.items()}
+        worker_logs = {name: worker.log_text() for name, worker in cluster.workers.items()}
+    for tenant, (out, err) in outputs.items():
+        assert "gate-exit=1" in out, f"{tenant}: {out}\n{err}"  # the degraded candidate is blocked
+        assert err.count("queued for a worker on rag-eval-") == 2, err  # both runs went to the workers
+
+    embedded = _gate_both(monkeypatch, {**common, "RAG_EVAL_WAREHOUSE": str(tmp_path / "embedded")})
+    resource = WarehouseResource(root=str(nowhere), database_url=app_url)
+    baselines = resource.baselines()
+    for tenant in TENANTS:
+        for commit, in_process in zip((f"{tenant}-good", f"{tenant}-bad"), embedded[tenant]["scores"]):
+            on_workers, _ = baselines.audited(tenant, "v1", commit)
+            pd.testing.assert_frame_equal(on_workers, in_process, check_dtype=False)
+        assert [(p.commit, p.reason) for p in baselines.history(tenant, "v1")] == embedded[tenant]["history"]
+
+    ran_on = {name for name, log in worker_logs.items() if re.search(r"Task .*execute_job.* succeeded", log)}
+    assert ran_on == set(WORKERS), worker_logs  # both workers took runs
+    assert not nowhere.exists() or not any(nowhere.rglob("*"))  # nothing on a worker's disk
