@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
-from rag_eval_pipeline.cli.options import settings
+from rag_eval_pipeline.cli.options import results_store, settings
 
 # Copied from the reviewed version so the audit job (and its lineage) can run on the new one.
 UPSTREAM_TABLES = (
@@ -23,8 +23,18 @@ UPSTREAM_TABLES = (
 
 
 def _warehouse():
+    """Where the golden sets are: the local warehouse, or the results database in production mode."""
+    return results_store()
+
+
+def _local_warehouse():
+    """The local warehouse, for what only it supports yet (an import copies the version's other tables)."""
     from rag_eval_pipeline.core.warehouse import Warehouse
 
+    if settings().production.enabled:
+        raise BadInput("rag-eval review import writes a new version beside the local warehouse's tables; "
+                       "production mode keeps them in Postgres and the object store, where import is not "
+                       "supported yet: unset RAG_EVAL_DATABASE_URL to import into a local warehouse")
     return Warehouse(settings().warehouse_root)
 
 
@@ -125,7 +135,7 @@ def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> in
     new_version = validate_name("dataset version", new_version)
     if new_version == version:
         raise BadInput("--new-version must differ from --version: a published golden set never changes")
-    warehouse = _warehouse()
+    warehouse = _local_warehouse()
     _refuse_existing(warehouse, tenant, new_version)
 
     # Everything that can fail on bad input happens before anything is written.

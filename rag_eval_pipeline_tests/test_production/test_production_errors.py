@@ -62,3 +62,12 @@ def test_a_password_is_never_shown_even_when_misplaced(production_cli, capsys):
 def test_a_tolerance_that_would_pass_everything_or_nothing_is_refused(production_cli, capsys, tolerance):
     assert main(["gate", "--tenant", "acme", "--candidate", "c1", "--tolerance", tolerance]) == 2
     assert "--tolerance" in _one_line_error(capsys)
+
+
+def test_review_import_says_it_is_not_supported_in_production_mode(production_cli, capsys, tmp_path, upgraded_database):
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.app_url)
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("qa_id,decision\n", encoding="utf-8")
+    assert main(["review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet),
+                 "--new-version", "v2"]) == 2
+    assert "not supported yet" in _one_line_error(capsys)
