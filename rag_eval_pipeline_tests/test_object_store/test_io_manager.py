@@ -24,6 +24,8 @@ from rag_eval_pipeline.partitions import register_partition, tenant_version_part
 from rag_eval_pipeline.resources.object_store import ObjectStoreIOManager, ObjectStoreUPathIOManager
 from rag_eval_pipeline_tests.support.object_store import _free_ports
 
+pytestmark = pytest.mark.object_store
+
 
 @pytest.fixture(scope="module")
 def instance():

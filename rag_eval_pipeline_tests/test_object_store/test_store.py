@@ -26,6 +26,8 @@ from rag_eval_pipeline.core.object_store import (
 )
 from rag_eval_pipeline_tests.support.object_store import _free_ports
 
+pytestmark = pytest.mark.object_store
+
 DOWN_WITHIN_S = 10.0  # a down store must fail in seconds: 3 attempts, 2 s connect timeout
 
 
