@@ -34,16 +34,17 @@ def runs_elsewhere(instance: DagsterInstance) -> bool:
 
 
 def submit(instance: DagsterInstance, job_name: str, partition_key: str, run_config: Mapping,
-           tags: Mapping[str, str]) -> str:
-    """Create the run of job_name on partition_key with run_config and tags, and queue it; its id."""
+           tags: Mapping[str, str], module: str = CODE_MODULE, location_name: str = CODE_LOCATION) -> str:
+    """Create the run of job_name on partition_key with run_config and tags, and queue it; its id.
+    module and location_name: the code location the daemon serves the job from."""
     origin = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(executable_path=sys.executable, module_name=CODE_MODULE), location_name=CODE_LOCATION,
+        LoadableTargetOrigin(executable_path=sys.executable, module_name=module), location_name=location_name,
     )
     with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
         request = workspace.create_request_context()
-        location = request.get_code_location(CODE_LOCATION)
+        location = request.get_code_location(location_name)
         repository = next(iter(location.get_repositories().values()))
-        job = location.get_job(JobSubsetSelector(location_name=CODE_LOCATION, repository_name=repository.name,
+        job = location.get_job(JobSubsetSelector(location_name=location_name, repository_name=repository.name,
                                                  job_name=job_name, op_selection=None))
         plan = location.get_execution_plan(job, dict(run_config), step_keys_to_execute=None, known_state=None,
                                            instance=instance)

@@ -37,6 +37,7 @@ REDIS_URL = os.environ.get("RAG_EVAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
 PROBE_LOCATION = "celery_probe"
 PROBE_MODULE = "rag_eval_pipeline_tests.test_celery.celery_job"
 PROBE_JOB = "celery_probe_job"
+CODE_LOCATIONS_BY_NAME = {"rag_eval_pipeline": "rag_eval_pipeline.definitions"}
 RECORDS_VARIABLE = "RAG_EVAL_CELERY_TEST_RECORDS"  # where the probe job writes (see celery_job.py)
 TIER_ENV = {"RAG_EVAL_LARGE_TENANTS": "acme,globex"}  # the tenants the tests treat as large
 INSTANCE_VARIABLES = ("DAGSTER_PG_URL", "RAG_EVAL_CELERY_BROKER_URL", "RAG_EVAL_CELERY_BACKEND_URL")
@@ -281,35 +282,17 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def submit_run(instance, workspace, tenant: str, dataset_version: str, tags: Mapping[str, str],
+def submit_run(instance, tenant: str, dataset_version: str, tags: Mapping[str, str],
                job_name: str = PROBE_JOB, location_name: str = PROBE_LOCATION,
                run_config: Mapping | None = None) -> str:
-    """Create a run of job_name on (tenant, dataset_version) with tags and queue it, as `dagster job launch`
-    does; its id. The daemon launches it when the run queue's limits allow."""
-    from dagster._core.definitions.selector import JobSubsetSelector
+    """Register (tenant, dataset_version), create a run of job_name on it with tags and queue it, as
+    `rag-eval` does in production mode; its id. The daemon launches it when the run queue's limits allow."""
+    from rag_eval_pipeline.automation.submission import submit
+    from rag_eval_pipeline.partitions import register_partition
 
-    from rag_eval_pipeline.partitions import partition_key, register_partition, tenant_version_partitions
-
-    register_partition(instance, tenant, dataset_version)
-    key = partition_key(tenant, dataset_version)
-    request = workspace.create_request_context()
-    location = request.get_code_location(location_name)
-    repository = next(iter(location.get_repositories().values()))
-    job = location.get_job(JobSubsetSelector(location_name=location_name, repository_name=repository.name,
-                                             job_name=job_name, op_selection=None))
-    run_config = dict(run_config or {})
-    plan = location.get_execution_plan(job, run_config, step_keys_to_execute=None, known_state=None, instance=instance)
-    run = instance.create_run(
-        job_name=job.name, run_id=None, run_config=run_config, resolved_op_selection=None, step_keys_to_execute=None,
-        op_selection=None, status=None, root_run_id=None, parent_run_id=None,
-        tags={**tenant_version_partitions.get_tags_for_partition_key(key), **tags},
-        job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
-        parent_job_snapshot=job.parent_job_snapshot, remote_job_origin=job.get_remote_origin(),
-        job_code_origin=job.get_python_origin(), asset_selection=None, asset_check_selection=None,
-        asset_graph=repository.asset_graph,
-    )
-    instance.submit_run(run.run_id, request)
-    return run.run_id
+    key = register_partition(instance, tenant, dataset_version)
+    module = dict(CODE_LOCATIONS_BY_NAME, **{PROBE_LOCATION: PROBE_MODULE})[location_name]
+    return submit(instance, job_name, key, dict(run_config or {}), tags, module=module, location_name=location_name)
 
 
 def wait_for_runs(instance, run_ids: Iterable[str], timeout_s: float = 90.0) -> dict:

@@ -24,8 +24,8 @@ MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 
 def _submit(cluster_dagster, tenant: str, run_config=queues.IN_PROCESS_RUN_CONFIG, **extra_tags: str) -> str:
-    instance, workspace = cluster_dagster
-    return submit_run(instance, workspace, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags},
+    instance, _ = cluster_dagster
+    return submit_run(instance, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags},
                       run_config=run_config)
 
 
