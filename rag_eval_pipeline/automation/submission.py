@@ -34,11 +34,14 @@ def runs_elsewhere(instance: DagsterInstance) -> bool:
 
 
 def submit(instance: DagsterInstance, job_name: str, partition_key: str, run_config: Mapping,
-           tags: Mapping[str, str], module: str = CODE_MODULE, location_name: str = CODE_LOCATION) -> str:
+           tags: Mapping[str, str], module: str = CODE_MODULE, location_name: str = CODE_LOCATION,
+           working_directory: str | None = None) -> str:
     """Create the run of job_name on partition_key with run_config and tags, and queue it; its id.
-    module and location_name: the code location the daemon serves the job from."""
+    module and location_name: the code location the daemon serves the job from; working_directory: where a
+    worker imports module from when it is not installed there."""
     origin = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(executable_path=sys.executable, module_name=module), location_name=location_name,
+        LoadableTargetOrigin(executable_path=sys.executable, module_name=module, working_directory=working_directory),
+        location_name=location_name,
     )
     with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
         request = workspace.create_request_context()

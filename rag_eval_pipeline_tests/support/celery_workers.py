@@ -292,7 +292,8 @@ def submit_run(instance, tenant: str, dataset_version: str, tags: Mapping[str, s
 
     key = register_partition(instance, tenant, dataset_version)
     module = dict(CODE_LOCATIONS_BY_NAME, **{PROBE_LOCATION: PROBE_MODULE})[location_name]
-    return submit(instance, job_name, key, dict(run_config or {}), tags, module=module, location_name=location_name)
+    return submit(instance, job_name, key, dict(run_config or {}), tags, module=module, location_name=location_name,
+                  working_directory=str(REPO_ROOT))
 
 
 def wait_for_runs(instance, run_ids: Iterable[str], timeout_s: float = 90.0) -> dict:
