@@ -45,20 +45,24 @@ def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
 
 def production_resources(current: settings.Settings) -> dict:
     """Production mode: results in Postgres, large tables in the object store, caches in Redis; the
-    secrets (database URL, object store keys) are read from the environment where the run executes."""
+    secrets (database URL, object store keys, a Redis URL's password) are read from the environment where
+    the run executes, so the UI and the run's config show only their variables' names."""
     production = current.production
-    embedder = EmbedderResource(cache_path=production.cache_url or str(current.warehouse_root / EMBEDDING_CACHE_FILE))
-    database_url = EnvVar(settings.PRODUCTION_VARIABLES["database_url"])
+    variable = settings.PRODUCTION_VARIABLES
+    shared_cache = EnvVar(variable["cache_url"]) if production.cache_url else None
+    embedder = EmbedderResource(cache_path=shared_cache or str(current.warehouse_root / EMBEDDING_CACHE_FILE))
+    database_url = EnvVar(variable["database_url"])
     object_store = {
         "object_store_url": production.object_store_url, "object_store_endpoint": production.object_store_endpoint,
         "access_key_id": EnvVar("AWS_ACCESS_KEY_ID"), "secret_access_key": EnvVar("AWS_SECRET_ACCESS_KEY"),
     } if production.object_store_url else {}
+    judge_cache = shared_cache if current.judge.cache == production.cache_url else current.judge.cache
     return {
         "io_manager": ProductionIOManager(database_url=database_url, root=str(current.warehouse_root), **object_store),
         "warehouse": WarehouseResource(root=str(current.warehouse_root), database_url=database_url),
         "documents": DocumentsResource(root=str(current.documents_root)),
         "embedder": embedder,
-        "judge": JudgeResource.from_settings(current.judge, embedder, current.judge.cache),
+        "judge": JudgeResource.from_settings(current.judge, embedder, judge_cache),
     }
 
 

@@ -64,6 +64,7 @@ PRODUCTION_VARIABLES = {
     "object_store_url": "RAG_EVAL_OBJECT_STORE_URL",  # s3://bucket/prefix
     "object_store_endpoint": "RAG_EVAL_OBJECT_STORE_ENDPOINT",  # an S3-compatible server's URL
     "cache_url": "RAG_EVAL_CACHE_URL",  # redis://host:port/db, shared by every worker
+    "run_timeout_s": "RAG_EVAL_RUN_TIMEOUT_S",  # how long `rag-eval` waits for a run on a worker
 }
 # Packages a candidate manifest may name code in (comma-separated); none by default.
 CANDIDATE_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
@@ -112,6 +113,7 @@ class ProductionSettings(BaseModel):
     object_store_url: str = ""
     object_store_endpoint: str = ""
     cache_url: str = ""
+    run_timeout_s: float = Field(default=7200.0, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _object_store_needs_the_database(self) -> "ProductionSettings":

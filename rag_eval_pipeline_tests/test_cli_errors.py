@@ -46,3 +46,19 @@ def test_an_unwritable_output_is_refused_before_any_work(tmp_path, capsys):
     blocker.write_text("not a folder")
     status = cli.main(["synthesize", "--docs", str(tmp_path / "no-such-docs"), "--out", str(blocker / "golden.jsonl")])
     assert status == errors.ERROR and "is not a folder" in capsys.readouterr().err
+
+
+def test_a_package_of_the_production_extra_missing_is_one_line_not_a_bug(capsys):
+    @click.command()
+    def needs_alembic():
+        raise ModuleNotFoundError("No module named 'alembic'", name="alembic")
+
+    @click.command()
+    def needs_something_else():
+        raise ModuleNotFoundError("No module named 'nonexistent'", name="nonexistent")
+
+    assert errors.run(needs_alembic, []) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "pip install 'rag_eval_pipeline[production]'" in error
+    assert errors.run(needs_something_else, []) == 2
+    assert "internal error" in capsys.readouterr().err  # any other missing module is still a bug

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from rag_eval_pipeline.core.names import PartitionNameError, validate_name
+from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG, PartitionNameError, validate_name
 from rag_eval_pipeline.settings import SettingsError
 
 Tier = Literal["small", "large"]
@@ -27,6 +27,7 @@ QUEUES: dict[Tier, str] = {"small": "rag-eval-small", "large": "rag-eval-large"}
 QUEUE_TAG = "dagster-celery/queue"  # CeleryRunLauncher sends the run to this queue
 TIER_TAG = "rag_eval/tier"  # the instance's tag_concurrency_limits cap the large tier on it
 PRIORITY_TAG = "dagster/priority"  # the run queue takes higher values first
+DATABASE_URL_VARIABLE = "RAG_EVAL_DATABASE_URL"
 # A small tenant's queued run goes ahead of large ones when a run slot frees up.
 PRIORITIES: dict[Tier, int] = {"small": 1, "large": 0}
 # Run config for every run launched onto Celery: a worker's pool processes are daemonic and may not start
@@ -53,6 +54,12 @@ def queue_for(tenant: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def run_tags(tenant: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The tags to add to every run of tenant: its Celery queue, its tier and its queue priority."""
+    """The tags to add to every run of tenant: its Celery queue, its tier and its queue priority, and, in
+    production mode, that its results belong in the results database (a worker set up without it refuses
+    the run rather than keep its results on its own disk)."""
+    environ = os.environ if environ is None else environ
     tier = tier_of(tenant, environ)
-    return {QUEUE_TAG: QUEUES[tier], TIER_TAG: tier, PRIORITY_TAG: str(PRIORITIES[tier])}
+    tags = {QUEUE_TAG: QUEUES[tier], TIER_TAG: tier, PRIORITY_TAG: str(PRIORITIES[tier])}
+    if environ.get(DATABASE_URL_VARIABLE, "").strip():
+        tags[RESULTS_TAG] = RESULTS_IN_DATABASE
+    return tags

@@ -18,7 +18,7 @@ from rag_eval_pipeline.automation.jobs import (
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.names import validate_commit
 from rag_eval_pipeline.evaluation.assets import CandidateSettings
-from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
+from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec, outputs_text
 from rag_eval_pipeline.ingest.assets import ChunkingSettings
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.synthesis.assets import SynthesisSettings, VerificationConfig
@@ -44,7 +44,7 @@ def lineage_run_config(
     """The run config of one lineage job; ops the job does not materialize are left out.
 
     candidate and commit configure `candidate_outputs` (the reference candidate when candidate is
-    None); report, chunking, synthesis and verification their assets' Config (their defaults when
+    None; an outputs file's records are read into the config); report, chunking, synthesis and verification their assets' Config (their defaults when
     None). log_level sets the console logger (None: Dagster's default, every event).
     ValueError (one line) for an unknown job or a malformed commit.
 
@@ -60,7 +60,10 @@ def lineage_run_config(
     """
     if job_name not in JOB_ASSETS:
         raise ValueError(f"unknown job {job_name!r}: expected one of {', '.join(JOB_ASSETS)}")
-    audited = CandidateSettings(candidate=str(candidate or REFERENCE_SPEC), commit=validate_commit(commit))
+    candidate = candidate or REFERENCE_SPEC
+    # An outputs file is read now and travels in the run: the worker that audits it may be another machine.
+    outputs = outputs_text(candidate.value) if candidate.kind == "outputs_file" else ""
+    audited = CandidateSettings(candidate=str(candidate), commit=validate_commit(commit), outputs_jsonl=outputs)
     configs: dict[str, Config | None] = {
         "document_chunks": chunking,
         "synthetic_qa": synthesis,

@@ -201,7 +201,10 @@ def _scan_manifests(folder, seen, known, golden, run_requests, reasons) -> dict:
         if version is None:
             reasons.append(f"{name}: tenant {candidate.tenant!r} has no published golden set yet")
             continue
-        run_requests.append(audit_run_request(candidate, version))
+        try:
+            run_requests.append(audit_run_request(candidate, version))
+        except CandidateError as error:  # its outputs file is read now, and may be unreadable
+            reasons.append(f"skipped manifest {name}: {error}")
         handled[name] = digest
     return handled
 

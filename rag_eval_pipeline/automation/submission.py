@@ -64,14 +64,17 @@ def submit(instance: DagsterInstance, job_name: str, partition_key: str, run_con
     return run.run_id
 
 
-def wait_for(instance: DagsterInstance, run_id: str) -> DagsterRun:
-    """The run once it has finished (succeeded, failed or was canceled), however long it queues."""
+def wait_for(instance: DagsterInstance, run_id: str, timeout_s: float) -> DagsterRun:
+    """The run once it has finished (succeeded, failed or was canceled); TimeoutError after timeout_s."""
+    deadline = time.monotonic() + timeout_s
     while True:
         run = instance.get_run_by_id(run_id)
         if run is None:
             raise RuntimeError(f"run {run_id} disappeared from the instance")
         if run.status in FINISHED_STATUSES:
             return run
+        if time.monotonic() > deadline:
+            raise TimeoutError(run_id)
         time.sleep(POLL_S)
 
 

@@ -26,6 +26,10 @@ _DOMAIN_BAD_INPUT = (
 )
 
 
+# What only the production extra installs: a missing one is a setup to finish, not a bug.
+PRODUCTION_EXTRA_MODULES = frozenset({"alembic", "redis", "s3fs", "upath", "celery", "dagster_celery"})
+
+
 class BadInput(click.ClickException):
     """What the user gave cannot work; the message says what to fix."""
 
@@ -43,6 +47,9 @@ def run(command: click.Command, argv: list[str] | None) -> int:
         _error(error.format_message() + _help_hint(error))
         return error.exit_code
     except Exception as error:
+        if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in PRODUCTION_EXTRA_MODULES:
+            _error(f"{error}: production mode needs its extra: pip install 'rag_eval_pipeline[production]'")
+            return ERROR
         if not _is_bad_input(error):
             traceback.print_exc()
             _error(f"internal error {type(error).__name__}: {error} (a bug: please report it with the trace above)")

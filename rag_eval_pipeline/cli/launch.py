@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, Definitions, Field, logger
+from dagster._utils.error import SerializableErrorInfo
 
-from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK
+from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
 
 CHECK_FAILED = "DagsterAssetCheckFailedError"  # the error class of a step whose blocking check failed
 RUN_LOG_LEVEL = "INFO"  # the assets' progress messages and warnings; Dagster's DEBUG events stay in the run log
@@ -71,19 +72,46 @@ def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit:
 
 def _submit_and_wait(instance: DagsterInstance, job_name: str, partition_key: str, commit: str,
                      candidate, report) -> Outcome:
+    from rag_eval_pipeline import settings
     from rag_eval_pipeline.automation import submission
     from rag_eval_pipeline.automation.queues import QUEUE_TAG, run_tags
     from rag_eval_pipeline.automation.run_config import lineage_run_config
     from rag_eval_pipeline.core.names import COMMIT_TAG
     from rag_eval_pipeline.partitions import split_key
 
+    current = settings.load()
+    _require_shared_storage(current.production, candidate)
     tags = {COMMIT_TAG: commit, **run_tags(split_key(partition_key)[0])}
     run_config = lineage_run_config(job_name, candidate, commit, report, log_level=None).to_config_dict()
     started = time.perf_counter()
     run_id = submission.submit(instance, job_name, partition_key, run_config, tags)
     print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)
-    run = submission.wait_for(instance, run_id)
+    try:
+        run = submission.wait_for(instance, run_id, current.production.run_timeout_s)
+    except (KeyboardInterrupt, TimeoutError) as stopped:
+        # A run left queued would still run later, and might promote a baseline nobody waits for.
+        instance.run_coordinator.cancel_run(run_id)
+        if isinstance(stopped, KeyboardInterrupt):
+            raise
+        raise BadInput(f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
+                       f"(RAG_EVAL_RUN_TIMEOUT_S): it was canceled; are workers serving {tags[QUEUE_TAG]}?") from None
     return classify(records_of_run(instance, run.run_id, submission.succeeded(run)), time.perf_counter() - started)
+
+
+def _require_shared_storage(production, candidate) -> None:
+    """A run on a worker must find everything it reads and writes off this machine, and run the candidate
+    this command names: refused otherwise, before anything is queued."""
+    if not production.enabled:
+        raise BadInput("this Dagster instance hands runs to workers, but RAG_EVAL_DATABASE_URL is not set: the "
+                       "results would stay on the workers' disks; set the production variables (README: Production)")
+    missing = [name for name, value in (("RAG_EVAL_OBJECT_STORE_URL", production.object_store_url),
+                                        ("RAG_EVAL_CACHE_URL", production.cache_url)) if not value]
+    if missing:
+        raise BadInput(f"runs on workers need shared storage, but {' and '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not set (README: Production)")
+    if candidate is not None and candidate.kind == "entry_point":
+        raise BadInput(f"--entry {candidate.value} would run the code installed on the shared workers, not this "
+                       "checkout's: compute the candidate's outputs here and pass --outputs FILE.jsonl")
 
 
 @dataclass(frozen=True)
@@ -94,7 +122,8 @@ class RunRecords:
     run_id: str
     check_evaluations: list  # AssetCheckEvaluation
     step_failures: list  # DagsterEvent of type STEP_FAILURE
-    run_failure: object | None  # the run's failure error (SerializableErrorInfo), when it failed without a step
+    run_failure: SerializableErrorInfo | str | None  # why the run failed without a step failing: its error, or
+    # the failure or cancel event's message when it has none (a launch that failed, a canceled run)
 
 
 def _run_failure(event):
@@ -116,9 +145,10 @@ def records_of_run(instance: DagsterInstance, run_id: str, success: bool) -> Run
 
     events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
     of = lambda kind: [e for e in events if e.event_type == kind]  # noqa: E731
-    failure = of(DagsterEventType.RUN_FAILURE)
+    ended = of(DagsterEventType.RUN_FAILURE) + of(DagsterEventType.RUN_CANCELED)
+    why = (_run_failure(ended[-1]) or ended[-1].message) if ended else None
     return RunRecords(success, run_id, [e.event_specific_data for e in of(DagsterEventType.ASSET_CHECK_EVALUATION)],
-                      of(DagsterEventType.STEP_FAILURE), _run_failure(failure[-1]) if failure else None)
+                      of(DagsterEventType.STEP_FAILURE), why)
 
 
 def classify(run: RunRecords, elapsed_s: float) -> Outcome:
@@ -133,9 +163,9 @@ def classify(run: RunRecords, elapsed_s: float) -> Outcome:
     if failures and not errors and blocking:
         return Outcome(BLOCKED, run.run_id, elapsed_s, failed_checks, blocking, [])
     lines = [f"error in {f.step_key}: {_root_cause(f.step_failure_data.error)}" for f in errors]
-    if not failures:  # the run failed before any step did
-        lines.append(f"error: {_root_cause(run.run_failure)}" if run.run_failure else
-                     "error: the run failed before any step ran")
+    if not failures:  # the run failed (or was canceled) before any step did
+        lines.append(f"error: {_root_cause(run.run_failure)}" if isinstance(run.run_failure, SerializableErrorInfo)
+                     else f"error: {run.run_failure or 'the run failed before any step ran'}")
     return Outcome(ERROR, run.run_id, elapsed_s, failed_checks, [], lines)
 
 

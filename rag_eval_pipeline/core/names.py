@@ -7,6 +7,7 @@ import re
 from urllib.parse import quote
 
 COMMIT_TAG = "rag_eval/commit"  # run tag naming the audited commit, set by the CLI and the sensors
+RESULTS_TAG, RESULTS_IN_DATABASE = "rag_eval/results", "database"  # a run whose submitter keeps results in Postgres
 MAX_COMMIT_CHARS = 100
 MAX_COMMIT_FOLDER_CHARS = 200  # percent-encoded, as a folder name; file systems allow 255 bytes
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -13,7 +13,8 @@ from rag_eval_pipeline.evaluation.candidates import (
     Candidate,
     CandidateSpec,
     load_entry_point,
-    read_outputs_file,
+    outputs_from_text,
+    outputs_text,
     run_candidate,
 )
 from rag_eval_pipeline.core.judging.judgement import total_usage
@@ -36,6 +37,10 @@ class CandidateSettings(Config):
         "file: the text form of a CandidateSpec.",
     )
     commit: str = Field(default=DEFAULT_COMMIT, description="The candidate's commit, recorded on every row.")
+    outputs_jsonl: str = Field(
+        default="", description="An outputs file's records, one JSON object per line, carried in the run itself "
+        "(set from the file when the run is launched); when empty, the file `candidate` names is read here.",
+    )
     top_k: int = Field(default=5, description="Chunks retrieved by the reference candidate.")
     timeout_s: float = Field(default=30.0, description="Longest wait for one answer before the item fails.")
 
@@ -58,7 +63,7 @@ def candidate_outputs(
     require_published(warehouse.store(), tenant, version, golden_set)  # never audit a half-made golden set
     items = golden_set[["qa_id", "question"]].to_dict("records")
     if spec.kind == "outputs_file":
-        outputs = read_outputs_file(spec.value, items)
+        outputs = outputs_from_text(config.outputs_jsonl or outputs_text(spec.value), items)
     else:
         outputs = run_candidate(_candidate(spec, config.top_k, embedder, document_chunks), items, config.timeout_s)
     frame = pd.DataFrame([asdict(o) for o in outputs])

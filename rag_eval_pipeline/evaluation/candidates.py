@@ -9,6 +9,7 @@ candidate that raises, times out or returns a malformed output fails that item o
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import threading
 import time
@@ -226,18 +227,32 @@ def _ask(candidate: Candidate, qa_id: str, question: str, timeout_s: float) -> C
     return CandidateOutput(qa_id, question, answer, contexts, OK, "", latency)
 
 
-def read_outputs_file(path: Path, items: list[dict]) -> list[CandidateOutput]:
-    """Precomputed outputs, one JSON object per line, matched to golden items by `qa_id` (or question)."""
+MAX_OUTPUTS_BYTES = 64 * 2**20  # an outputs file travels in the run's config: far above any golden set's size
+
+
+def outputs_text(path: Path | str) -> str:
+    """An outputs file's records as ASCII JSON lines. The run carries them in its config, so the worker that
+    audits it (production mode) needs nothing from the disk of the machine that launched it."""
     path = Path(path)
     if not path.is_file():
         raise CandidateError(f"candidate outputs file {path} does not exist")
-    by_key: dict[str, Any] = {}
+    if path.stat().st_size > MAX_OUTPUTS_BYTES:
+        raise CandidateError(f"candidate outputs file {path} is larger than {MAX_OUTPUTS_BYTES // 2**20} MiB")
     try:
         records = read_json_lines(path)
     except ValueError as error:
         raise CandidateError(str(error)) from None
-    for record in records:
-        by_key[str(record.get("qa_id") or record.get("question"))] = record
+    # ensure_ascii: no raw line separator inside a string, so the text splits back at "\n" exactly.
+    return "\n".join(json.dumps(record, ensure_ascii=True) for record in records)
+
+
+def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
+    """Precomputed outputs (outputs_text's lines), matched to golden items by `qa_id` (or question)."""
+    by_key: dict[str, Any] = {}
+    for line in text.split("\n"):
+        if line:
+            record = json.loads(line)
+            by_key[str(record.get("qa_id") or record.get("question"))] = record
     outputs = []
     for item in items:
         record = by_key.get(item["qa_id"], by_key.get(item["question"]))

@@ -6,9 +6,10 @@ import functools
 import os
 
 import pandas as pd
-from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, OutputContext
+from dagster import ConfigurableIOManager, ConfigurableResource, InitResourceContext, InputContext, OutputContext
 
 from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
 from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
 
@@ -46,6 +47,14 @@ class WarehouseIOManager(ConfigurableIOManager):
     `audits/commit=<commit>/run=<run_id>/<asset>.parquet`, so each audit reads only its own rows."""
 
     root: str
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Refuse a run submitted in production mode on a worker set up without the results database: its
+        results would stay on this machine's disk, where no gate reads them."""
+        run = context.run
+        if run is not None and run.tags.get(RESULTS_TAG) == RESULTS_IN_DATABASE:
+            raise RuntimeError(f"run {run.run_id} was submitted in production mode but this worker has no "
+                               "RAG_EVAL_DATABASE_URL: set the production variables on every worker")
 
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
         write_table(Warehouse(self.root), context, obj)

@@ -15,7 +15,8 @@ from rag_eval_pipeline.evaluation.candidates import (
     CandidateError,
     CandidateSpec,
     load_entry_point,
-    read_outputs_file,
+    outputs_from_text,
+    outputs_text,
     run_candidate,
     validate_output,
 )
@@ -209,7 +210,7 @@ def test_outputs_file_with_invalid_json_names_the_line(tmp_path):
     ])
 
     with pytest.raises(CandidateError) as error:
-        read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
+        outputs_from_text(outputs_text(path), [{"qa_id": "a", "question": "q"}])
 
     assert f"{path} line 3:" in str(error.value) and "not valid JSON" in str(error.value)
 
@@ -218,12 +219,12 @@ def test_outputs_file_line_that_is_not_an_object(tmp_path):
     path = _write_lines(tmp_path / "out.jsonl", ['["a", "list"]'])
 
     with pytest.raises(CandidateError, match="line 1: expected a JSON object"):
-        read_outputs_file(path, [{"qa_id": "a", "question": "q"}])
+        outputs_from_text(outputs_text(path), [{"qa_id": "a", "question": "q"}])
 
 
 def test_missing_outputs_file_is_a_candidate_error(tmp_path):
     with pytest.raises(CandidateError, match="does not exist"):
-        read_outputs_file(tmp_path / "absent.jsonl", [])
+        outputs_from_text(outputs_text(tmp_path / "absent.jsonl"), [])
 
 
 def test_outputs_file_matches_items_and_fails_missing_ones(tmp_path):
@@ -240,7 +241,7 @@ def test_outputs_file_matches_items_and_fails_missing_ones(tmp_path):
         json.dumps({"qa_id": "not-in-golden-set", "answer": "stray"}),
     ])
 
-    outputs = read_outputs_file(path, items)
+    outputs = outputs_from_text(outputs_text(path), items)
 
     assert [o.qa_id for o in outputs] == [i["qa_id"] for i in items]  # golden-set order, not file order
     by_id = {o.qa_id: o for o in outputs}

@@ -1,9 +1,12 @@
 """Production mode's bad input at the command line: one line, exit 2, nothing written to the results."""
 
+import shutil
+
 import pytest
 
 from rag_eval_pipeline.cli import main
 from rag_eval_pipeline_tests.support.postgres import database_url, run_admin
+from rag_eval_pipeline_tests.tenant_fixtures import REPO
 
 pytestmark = [pytest.mark.cli, pytest.mark.postgres]
 
@@ -71,3 +74,73 @@ def test_review_import_says_it_is_not_supported_in_production_mode(production_cl
     assert main(["review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet),
                  "--new-version", "v2"]) == 2
     assert "not supported yet" in _one_line_error(capsys)
+
+
+@pytest.fixture
+def workers_instance(production_cli, tmp_path, scratch_database_factory, upgraded_database):
+    """A DAGSTER_HOME whose instance hands runs to Celery workers (deploy/celery/dagster.yaml); no worker runs."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "deploy" / "celery" / "dagster.yaml", home / "dagster.yaml")
+    production_cli.setenv("DAGSTER_PG_URL", database_url(scratch_database_factory()))
+    production_cli.setenv("RAG_EVAL_CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    production_cli.setenv("RAG_EVAL_CELERY_BACKEND_URL", "redis://127.0.0.1:6379/0")
+    production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.app_url)
+    assert main(["register", "--tenant", "acme", "--version", "v1"]) == 0
+    return production_cli
+
+
+@pytest.mark.parametrize("variables, candidate, expected", [
+    ({}, [], "RAG_EVAL_OBJECT_STORE_URL and RAG_EVAL_CACHE_URL are not set"),
+    ({"RAG_EVAL_OBJECT_STORE_URL": "s3://b/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://127.0.0.1:1",
+      "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14"}, ["--candidate", "my_rag:answer"],
+     "would run the code installed on the shared workers"),
+])
+def test_a_run_for_the_workers_is_refused_before_it_is_queued(workers_instance, capsys, variables, candidate,
+                                                              expected):
+    """Shared storage missing, or code that the workers would run from their own installation: one line,
+    and no run is queued."""
+    for variable, value in variables.items():
+        workers_instance.setenv(variable, value)
+    capsys.readouterr()
+    assert main(["run", "--tenant", "acme", "--version", "v1", *candidate]) == 2
+    assert expected in _one_line_error(capsys)
+
+
+def test_a_run_no_worker_takes_is_canceled_when_the_wait_times_out(workers_instance, capsys, tmp_path):
+    """No daemon, no worker: the run stays queued; rag-eval gives up after RAG_EVAL_RUN_TIMEOUT_S and cancels it,
+    so it never runs (and promotes) later when nobody waits for it."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    for variable, value in {"RAG_EVAL_OBJECT_STORE_URL": "s3://b/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
+                            "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14", "RAG_EVAL_RUN_TIMEOUT_S": "2"}.items():
+        workers_instance.setenv(variable, value)
+    capsys.readouterr()
+    assert main(["run", "--tenant", "acme", "--version", "v1"]) == 2
+    error = _one_line_error(capsys)
+    assert "did not finish within 2 s" in error and "canceled" in error
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        (run,) = instance.get_runs()
+        assert run.status == DagsterRunStatus.CANCELED and run.tags["dagster-celery/queue"] == "rag-eval-small"
+
+
+@pytest.mark.dagster
+def test_a_worker_without_the_results_database_refuses_a_production_run(tmp_path):
+    """A worker whose environment lacks RAG_EVAL_DATABASE_URL would keep the run's results on its own disk."""
+    import pandas as pd
+    from dagster import asset, materialize
+
+    from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
+    from rag_eval_pipeline.resources.warehouse import WarehouseIOManager
+
+    @asset
+    def table() -> pd.DataFrame:
+        return pd.DataFrame({"a": [1]})
+
+    resources = {"io_manager": WarehouseIOManager(root=str(tmp_path / "warehouse"))}
+    refused = materialize([table], resources=resources, tags={RESULTS_TAG: RESULTS_IN_DATABASE}, raise_on_error=False)
+    assert not refused.success and not (tmp_path / "warehouse").exists()
+    failure = refused.get_run_failure_event() if not refused.get_step_failure_events() else \
+        refused.get_step_failure_events()[0]
+    assert "has no RAG_EVAL_DATABASE_URL" in str(failure.event_specific_data)
+    assert materialize([table], resources=resources).success  # an embedded run is unaffected
