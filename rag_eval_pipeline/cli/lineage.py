@@ -214,6 +214,10 @@ def _print_tables(outcome, tenant: str, version: str, job: str, commit: str) -> 
     warehouse = _warehouse()
     if not isinstance(warehouse, Warehouse):  # production mode: the results are rows, not files
         click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s; results in {warehouse.root}")
+        report = warehouse.read_report(tenant, version, outcome.run_id)
+        if report is not None:
+            click.echo()
+            click.echo(report.markdown)
         return
     folder = warehouse.partition_dir(tenant, version)
     click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s")

@@ -67,6 +67,7 @@ def test_two_tenants_on_two_workers_match_the_in_process_run(tmp_path, monkeypat
         worker_logs = {name: worker.log_text() for name, worker in cluster.workers.items()}
     for tenant, (out, err) in outputs.items():
         assert "gate-exit=1" in out, f"{tenant}: {out}\n{err}"  # the degraded candidate is blocked
+        assert f"# Regression report: {tenant} / v1 / commit {tenant}-good" in out  # read back from Postgres
         assert err.count("queued for a worker on rag-eval-") == 2, err  # both runs went to the workers
 
     embedded = _gate_both(monkeypatch, {**common, "RAG_EVAL_WAREHOUSE": str(tmp_path / "embedded")})
