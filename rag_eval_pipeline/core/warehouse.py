@@ -22,6 +22,7 @@ AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
 
 
+MANIFEST_FILE = "golden_set.manifest.json"  # written last: it makes a golden-set version visible
 REPORT_FILES = {"markdown": "regression_report.md", "html": "regression_report.html"}
 
 
@@ -108,10 +109,10 @@ class Warehouse:
     def text_location(self, tenant: str, dataset_version: str, filename: str) -> str:
         return str(self.partition_dir(tenant, dataset_version) / filename)
 
-    def manifest_texts(self, tenant: str, filename: str = "golden_set.manifest.json") -> dict[str, str]:
+    def manifest_texts(self, tenant: str) -> dict[str, str]:
         """{version: manifest text} of the tenant's versions whose golden-set table is beside its manifest."""
         found = {}
-        for manifest in sorted(self.tenant_dir(tenant).glob(f"*/{filename}")):
+        for manifest in sorted(self.tenant_dir(tenant).glob(f"*/{MANIFEST_FILE}")):
             if (manifest.parent / "golden_set.parquet").is_file():
                 found[manifest.parent.name] = manifest.read_text(encoding="utf-8")
         return found

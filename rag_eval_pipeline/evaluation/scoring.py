@@ -14,10 +14,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline.core.judging.results import MetricResult, unmeasured
+from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS, MetricResult, unmeasured
 
-# judge (with its prompt version) and k say how a score was made: only scores made alike are compared.
-SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
 
 
 def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]:

@@ -42,6 +42,10 @@ class ReportSettings(Config):
         "outputs with this run's judge; when false, such a run fails rather than compare unlike scores.",
     )
 
+    def tolerances(self) -> dict[str, float]:
+        """The largest allowed drop per metric, "default" for the others: what the comparison applies."""
+        return {"default": self.tolerance, **self.metric_tolerances}
+
 
 @lineage_asset(
     "reporting",
@@ -86,8 +90,7 @@ def regression_report(
     audit = Audit(tenant, version, commit, run_id, store.report_location(tenant, version, commit, run_id),
                   judges_of(metric_scores))
     report = build_report(audit, outcome)
-    tolerances = {"default": config.tolerance, **config.metric_tolerances}
-    store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": tolerances})
+    store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": config.tolerances()})
     return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown)})
 
 
@@ -122,7 +125,7 @@ def _judge_against_baseline(context, config: ReportSettings, baselines: Baseline
         context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
         baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
-    comparison = compare(run.scores, baseline, {"default": config.tolerance, **config.metric_tolerances})
+    comparison = compare(run.scores, baseline, config.tolerances())
     analysis = analyse(comparison, run.scores, baseline, run.golden, run.outputs, baseline_outputs)
     promotion = promotion_reason(comparison.verdict, baseline is not None, config.promote_to_baseline,
                                  config.branch, config.main_branch)

@@ -20,9 +20,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, Warehouse
 
-MANIFEST_FILE = "golden_set.manifest.json"
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
 CONTENT_COLUMNS = ("qa_id", "question", "ground_truth", "gold_chunk_ids", "question_type")
 DIFF_COLUMNS = ["change", "qa_id", "question_type", "question", "derived_from", "old_question"]

@@ -247,25 +247,15 @@ def _delete_keys(key_prefix: str) -> None:
 
 @contextmanager
 def cluster_instance(cluster: CeleryCluster):
-    """(instance, workspace): the cluster's Dagster instance, and its code locations loaded in this process."""
+    """The cluster's Dagster instance, for submitting runs (submit_run) and reading their records."""
     from dagster import DagsterInstance
-    from dagster._core.remote_origin import InProcessCodeLocationOrigin
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 
-    origins = [
-        InProcessCodeLocationOrigin(LoadableTargetOrigin(executable_path=sys.executable, module_name=module,
-                                                         working_directory=str(REPO_ROOT)), location_name=name)
-        for name, module in cluster.code_locations.items()
-    ]
-    with ExitStack() as stack:
-        with _environment({name: cluster.env[name] for name in INSTANCE_VARIABLES}):
-            instance = stack.enter_context(DagsterInstance.from_config(str(cluster.home("test"))))
-            # Built now, while dagster.yaml's variables are set; the rest of the session never sees them.
-            _ = instance.run_storage, instance.event_log_storage, instance.run_coordinator, instance.run_launcher
-        workspace = stack.enter_context(WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origins)))
-        yield instance, workspace
+    with _environment({name: cluster.env[name] for name in INSTANCE_VARIABLES}):
+        instance = DagsterInstance.from_config(str(cluster.home("test")))
+        # Built now, while dagster.yaml's variables are set; the rest of the session never sees them.
+        _ = instance.run_storage, instance.event_log_storage, instance.run_coordinator, instance.run_launcher
+    with instance:
+        yield instance
 
 
 @contextmanager

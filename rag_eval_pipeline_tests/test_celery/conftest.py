@@ -18,6 +18,6 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cluster_dagster(cluster):
-    """(instance, workspace) on the cluster's database, for submitting runs and reading their records."""
-    with cluster_instance(cluster) as pair:
-        yield pair
+    """The Dagster instance on the cluster's database, for submitting runs and reading their records."""
+    with cluster_instance(cluster) as instance:
+        yield instance

@@ -24,7 +24,7 @@ MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 
 def _submit(cluster_dagster, tenant: str, run_config=queues.IN_PROCESS_RUN_CONFIG, **extra_tags: str) -> str:
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     return submit_run(instance, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags},
                       run_config=run_config)
 
@@ -49,7 +49,7 @@ def _wait_for_file(path: Path, timeout_s: float = 60.0) -> dict:
 def small_batch(cluster, cluster_dagster):
     """Three runs of beta, then one of gamma (small tenants), all queued at once. Both workers serve the
     small queue, so without the per-tenant limit the first two beta runs would run side by side."""
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     run_ids = [_submit(cluster_dagster, tenant) for tenant in ("beta", "beta", "beta", "gamma")]
     return run_ids, wait_for_runs(instance, run_ids), cluster.probe_records()
 
@@ -82,7 +82,7 @@ def test_runs_of_one_tenant_never_overlap(small_batch):
 
 
 def test_small_tenant_runs_before_the_large_backlog_drains(cluster, cluster_dagster):
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     large = [_submit(cluster_dagster, tenant) for tenant in ("acme", "globex") * 3]
     small = [_submit(cluster_dagster, "delta") for _ in range(2)]
     runs = wait_for_runs(instance, large + small, timeout_s=120)
@@ -99,7 +99,7 @@ def test_small_tenant_runs_before_the_large_backlog_drains(cluster, cluster_dags
 
 def test_multiprocess_executor_cannot_run_on_a_worker(cluster_dagster):
     """Why runs on Celery take IN_PROCESS_RUN_CONFIG: a pool process may not start step processes."""
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     run_id = _submit(cluster_dagster, "theta", run_config=None)
     assert wait_for_runs(instance, [run_id])[run_id].dagster_run.status == DagsterRunStatus.FAILURE
     failure = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)[-1].dagster_event
@@ -109,7 +109,7 @@ def test_multiprocess_executor_cannot_run_on_a_worker(cluster_dagster):
 def test_run_fails_when_its_process_is_killed(cluster, cluster_dagster):
     """SIGKILL to the process running the run (what the kernel's OOM killer does): Celery records the task
     as failed, and run monitoring fails the run with that reason; it is not run again."""
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     run_id = _submit(cluster_dagster, "epsilon", **{HOLD_TAG: "1"})
     started = _wait_for_file(cluster.records / f"{run_id}.started")
     os.kill(started["pid"], signal.SIGKILL)
@@ -130,7 +130,7 @@ def test_run_fails_when_its_whole_worker_is_killed(cluster, cluster_dagster):
     """SIGKILL to a whole worker (a lost machine): its Celery task stays STARTED, which run monitoring
     cannot tell from a long run, so the run fails when it passes its maximum runtime; it is not re-run
     on the other worker."""
-    instance, _ = cluster_dagster
+    instance = cluster_dagster
     run_id = _submit(cluster_dagster, "zeta", **{HOLD_TAG: "1", MAX_RUNTIME_TAG: "6"})
     started = _wait_for_file(cluster.records / f"{run_id}.started")
     worker = cluster.worker_of(started)

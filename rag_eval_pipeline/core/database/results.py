@@ -22,11 +22,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from rag_eval_pipeline.core.database import schema
 from rag_eval_pipeline.core.database.connection import ResultsDatabase
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
-from rag_eval_pipeline.core.warehouse import StoredReport
+from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
+from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, StoredReport
 
-MANIFEST_FILE = "golden_set.manifest.json"  # the one text document of a partition (synthesis/versions.py)
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
-SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:
@@ -116,14 +115,7 @@ class DatabaseStore:
         when it wrote none."""
         if name == SCORES_TABLE:
             return self._read_scores(tenant, version, run_id, commit)
-        table = schema.result_tables
-        of_commit = table.c.commit == commit if commit else table.c.commit != ""
-        with self.db.tenant(tenant) as connection:
-            blob = connection.execute(select(table.c.parquet).where(
-                table.c.dataset_version == version, table.c.table_name == name,
-                table.c.run_id == validate_run_id(run_id), of_commit,
-            )).scalar_one_or_none()
-        return None if blob is None else _frame(blob)
+        return self._read_table(tenant, version, name, commit or None, validate_run_id(run_id))
 
     def report_location(self, tenant: str, version: str, commit: str, run_id: str) -> PurePath:
         """Where the report is, as a path-like name for messages (the report is a row, not a file)."""
@@ -162,12 +154,15 @@ class DatabaseStore:
             connection.execute(pg_insert(table).values(**key, **values).on_conflict_do_update(
                 constraint="pk_result_tables", set_=dict(values, created_at=func.now())))
 
-    def _read_table(self, tenant: str, version: str, name: str, commit: str, run_id: str) -> pd.DataFrame | None:
+    def _read_table(self, tenant: str, version: str, name: str, commit: str | None,
+                    run_id: str) -> pd.DataFrame | None:
+        """A stored table; commit None: the run's audit table whatever its commit ('' is a partition's own)."""
         table = schema.result_tables
+        of_commit = table.c.commit != "" if commit is None else table.c.commit == commit
         with self.db.tenant(tenant) as connection:
             blob = connection.execute(select(table.c.parquet).where(
                 table.c.dataset_version == validate_name("dataset version", version), table.c.table_name == name,
-                table.c.commit == commit, table.c.run_id == run_id,
+                of_commit, table.c.run_id == run_id,
             )).scalar_one_or_none()
         return None if blob is None else _frame(blob)
 

@@ -8,6 +8,9 @@ from typing import Any
 
 OK = "ok"
 UNMEASURED = "unmeasured"
+# A score table's columns, one row per (item, metric), wherever it is kept. judge (with its prompt version)
+# and k say how a score was made: only scores made alike are compared.
+SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
 
 
 @dataclass(frozen=True)
