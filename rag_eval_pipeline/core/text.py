@@ -62,3 +62,59 @@ def _stem(word: str) -> str:
 def is_noncommittal(text: str) -> bool:
     """'I don't know', 'not enough information': a refusal to answer, not a claim."""
     return bool(_NONCOMMITTAL.search(text.replace("\u2019", "'")))  # models often write a typographic apostrophe
+
+
+# --- table-like text ------------------------------------------------------------------------------
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?"
+# A calendar date written out: "12 March 2021", "March 12, 2021", "August 2015", "Mon, 3 May 2021",
+# "2021-03-12", "12/03/2021", "12.03.2021". A date is one fact, not a row of numbers.
+DATE_EXPRESSION = re.compile(
+    rf"(?<![\w.-])(?:{_WEEKDAY}\s*)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{4}}"
+    rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    rf"|{_MONTH},?\s+\d{{4}}"
+    r"|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4})(?![\w-])",
+    re.I,
+)
+# A cell holding a number: "5", "1,234", "8.9", "56%", "(12)", "-3.5", "$40", "2019/20".
+_NUMERIC_CELL = re.compile(r"[(\[]?[-+\u2212]?[$€£¥]?\d[\d.,:/\u2013-]*%?[)\]]?[.,;:]?")
+# A number standing alone, not closing a clause: "2015," in "In 2015, 13 projects" is not bare.
+_BARE_NUMBER = re.compile(r"[(\[]?[-+\u2212]?[$€£¥]?\d[\d.,:/\u2013-]*(?<![.,:])%?[)\]]?")
+
+
+def is_table_like(text: str) -> bool:
+    """True for a line or sentence made mostly of numbers and short cells, as a table row reads.
+
+    "Manufacturing 5 , 300 13 .", "2019 2020 2021" and "Total 1,234 56 % 78" are table-like; "The council
+    spent 5,300 euros on 13 projects in 2015." is not. Prose, even dense with figures, joins its numbers
+    with words ("on", "in", "and"), so a number-heavy text counts as a table only when its numbers stand
+    side by side or no function word links them. It errs towards prose: a missed row is harmless.
+    """
+    cells = DATE_EXPRESSION.sub("date", text).split()
+    words = [cell for cell in cells if any(ch.isalpha() for ch in cell) and not _NUMERIC_CELL.fullmatch(cell)]
+    numbers = [cell for cell in cells if _NUMERIC_CELL.fullmatch(cell)]
+    if len(numbers) < 2:
+        return False
+    numeric_share = len(numbers) / (len(numbers) + len(words))
+    side_by_side = _longest_run_of_bare_numbers(cells) >= 2
+    function_words = sum(1 for word in words if word.lower().strip(".,;:!?()\"'") in STOPWORDS)
+    if numeric_share >= 0.5:
+        return side_by_side or function_words == 0
+    if side_by_side and len(numbers) >= 3:
+        return numeric_share >= 0.3 and function_words <= 1
+    return side_by_side and function_words == 0 and numeric_share >= 0.25
+
+
+def _longest_run_of_bare_numbers(cells: list[str]) -> int:
+    """Numbers next to each other; detached punctuation (" , ", " .") between them does not break a run."""
+    longest = run = 0
+    for cell in cells:
+        if _BARE_NUMBER.fullmatch(cell):
+            run += 1
+            longest = max(longest, run)
+        elif any(ch.isalnum() for ch in cell):
+            run = 0
+    return longest

@@ -13,7 +13,7 @@ from rag_eval_pipeline.resources import DocumentsResource
 
 CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
 REJECTION_COLUMNS = ["path", "reason"]
-DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "content_hash", "pages"]
+DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "furniture_lines", "content_hash", "pages"]
 
 
 @lineage_multi_asset(
@@ -22,6 +22,7 @@ DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars"
     {
         "raw_documents": lineage_table(
             "Every readable PDF, Markdown and text file of the tenant's document folder, with content hash, "
+            "the number of running-header, footer and page-number lines removed from its pages (furniture_lines), "
             "page count and title. Unreadable files, and links (never followed out of the folder), go to the "
             "rejected_documents table with their reason."
         ),
@@ -44,7 +45,7 @@ def raw_documents(context: AssetExecutionContext, documents: DocumentsResource):
         output_name="raw_documents",
         metadata=table_metadata(
             frame,
-            ["doc_id", "format", "title", "page_count", "n_chars"],
+            ["doc_id", "format", "title", "page_count", "n_chars", "furniture_lines"],
             rejected_count=len(rejected),
             rejected=rejected.to_markdown(index=False) if len(rejected) else "none",
         ),
@@ -60,6 +61,7 @@ def _document_row(document: Document) -> dict:
         "title": document.title,
         "page_count": len(document.pages),
         "n_chars": len(document.text),
+        "furniture_lines": document.furniture_lines,
         "content_hash": document.content_hash,
         "pages": document.pages,
     }

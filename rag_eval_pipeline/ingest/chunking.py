@@ -3,6 +3,9 @@
 A chunk never spans two sections. Paragraphs are packed up to `max_tokens`; a paragraph that is
 too long is split at sentence boundaries, and the pieces of one paragraph share up to
 `overlap_tokens` of trailing sentences so a fact cut at a boundary is still retrievable.
+Table-like lines (mostly numbers and short cells) are never joined into a paragraph nor taken for a
+heading: a run of them is a block of its own, one line per piece, packed into chunks of kind "table"
+that hold no prose. Their text is kept, so retrieval still finds it.
 Ids are `<doc_id>#<n>`, counted within the document, so they only change when that document does.
 """
 
@@ -11,8 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rag_eval_pipeline.ingest.furniture import is_furniture_text
 from rag_eval_pipeline.ingest.parsing import Document
-from rag_eval_pipeline.core.text import count_tokens, sha256, split_sentences, tokens
+from rag_eval_pipeline.core.text import count_tokens, is_table_like, sha256, split_sentences, tokens
+
+PROSE, TABLE = "prose", "table"
 
 
 @dataclass(frozen=True)
@@ -38,22 +44,32 @@ class Chunk:
     text: str
     n_tokens: int
     content_hash: str
+    kind: str  # PROSE or TABLE
 
 
 @dataclass(frozen=True)
 class _Block:
-    """A paragraph (or piece of one) with the section and page it belongs to."""
+    """A paragraph (or piece of one), or a run of table lines, with the section and page it belongs to."""
 
     heading: str
     page: int
-    sentences: tuple[str, ...]
+    sentences: tuple[str, ...]  # a table's lines, one each
+    kind: str = PROSE
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The pieces of one chunk: (text, page) pairs of a single kind."""
+
+    kind: str
+    pieces: list[tuple[str, int]]
 
 
 _MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 
 
 def chunk_document(document: Document, config: ChunkingConfig = ChunkingConfig()) -> list[Chunk]:
-    groups = [  # (heading, [(sentence, page), ...]) in document order
+    groups = [  # (heading, group) in document order
         (heading, group)
         for heading, section_blocks in _by_section(_blocks(document))
         for group in _pack_section(section_blocks, config)
@@ -61,9 +77,9 @@ def chunk_document(document: Document, config: ChunkingConfig = ChunkingConfig()
     return [_chunk(document, position, heading, group) for position, (heading, group) in enumerate(groups)]
 
 
-def _chunk(document: Document, position: int, heading: str, group: list[tuple[str, int]]) -> Chunk:
-    text = " ".join(sentence for sentence, _ in group)
-    pages = [page for _, page in group]
+def _chunk(document: Document, position: int, heading: str, group: _Group) -> Chunk:
+    text = " ".join(sentence for sentence, _ in group.pieces)
+    pages = [page for _, page in group.pieces]
     return Chunk(
         chunk_id=f"{document.doc_id}#{position}",
         doc_id=document.doc_id,
@@ -74,6 +90,7 @@ def _chunk(document: Document, position: int, heading: str, group: list[tuple[st
         text=text,
         n_tokens=count_tokens(text),
         content_hash=sha256(text),
+        kind=group.kind,
     )
 
 
@@ -82,29 +99,62 @@ def _blocks(document: Document) -> list[_Block]:
     blocks: list[_Block] = []
     for page_number, page in enumerate(document.pages, start=1):
         paragraph: list[str] = []
+        table: list[str] = []
 
         def flush() -> None:
             sentences = tuple(split_sentences(_join_lines(paragraph)))
             if sentences:
                 blocks.append(_Block(heading, page_number, sentences))
             paragraph.clear()
+            if table:
+                blocks.append(_Block(heading, page_number, tuple(table), TABLE))
+            table.clear()
 
         previous = ""
         lines = page.splitlines()
-        widths = sorted(len(line.strip()) for line in lines if line.strip())
+        rows = table_rows(lines)
+        # The width of wrapped prose; short table rows would make every prose line look wide.
+        widths = sorted(len(line.strip()) for index, line in enumerate(lines) if line.strip() and index not in rows)
         typical_width = widths[len(widths) // 2] if widths else 0
-        for line in lines:
-            new_heading = _heading_of(line, previous, typical_width, document.format)
+        for index, line in enumerate(lines):
+            in_table = index in rows
+            new_heading = None if in_table else _heading_of(line, previous, typical_width, document.format)
             previous = line.strip() or "."  # a blank line ends a paragraph as a full stop does
             if new_heading:
                 flush()
                 heading = new_heading
             elif not line.strip():
                 flush()
+            elif in_table:
+                if paragraph:
+                    flush()
+                table.append(" ".join(line.split()))
             else:
+                if table:
+                    flush()
                 paragraph.append(line.strip())
         flush()
     return blocks
+
+
+def table_rows(lines: list[str]) -> set[int]:
+    """Indexes of the lines that read as table rows.
+
+    A table-like line joins a table when a neighbour is table-like too, or when it starts afresh (after a
+    blank line or a finished sentence); a lone number-heavy line inside a running sentence stays prose.
+    """
+    filled = [index for index, line in enumerate(lines) if line.strip()]
+    table_like = {index for index in filled if is_table_like(lines[index])}
+    rows = set()
+    for position, index in enumerate(filled):
+        if index not in table_like:
+            continue
+        before = filled[position - 1] if position > 0 else None
+        after = filled[position + 1] if position + 1 < len(filled) else None
+        starts_afresh = before is None or before != index - 1 or lines[before].rstrip()[-1:] in ".!?:"
+        if before in table_like or after in table_like or starts_afresh:
+            rows.add(index)
+    return rows
 
 
 def _join_lines(lines: list[str]) -> str:
@@ -136,6 +186,9 @@ def _heading_of(line: str, previous: str, typical_width: int, doc_format: str) -
             and stripped[0].isupper()
             and not re.search(r"[.,;:!?\"')]$|,", stripped)
             and not stripped.isdigit()
+            # A page number, a date alone ("August 2015") or a table row is no section title.
+            and not is_furniture_text(stripped)
+            and not is_table_like(stripped)
         ):
             return stripped
     return None
@@ -152,7 +205,26 @@ def _by_section(blocks: list[_Block]):
         yield current[0].heading, current
 
 
-def _pack_section(blocks: list[_Block], config: ChunkingConfig) -> list[list[tuple[str, int]]]:
+def _pack_section(blocks: list[_Block], config: ChunkingConfig) -> list[_Group]:
+    groups: list[_Group] = []
+    for kind, run in _runs_of_one_kind(blocks):
+        groups += [_Group(kind, pieces) for pieces in _pack_run(run, config)]
+    return groups
+
+
+def _runs_of_one_kind(blocks: list[_Block]):
+    """Consecutive blocks of the same kind: prose and tables never share a chunk."""
+    current: list[_Block] = []
+    for block in blocks:
+        if current and block.kind != current[-1].kind:
+            yield current[0].kind, current
+            current = []
+        current.append(block)
+    if current:
+        yield current[0].kind, current
+
+
+def _pack_run(blocks: list[_Block], config: ChunkingConfig) -> list[list[tuple[str, int]]]:
     groups: list[list[tuple[str, int]]] = []
     current: list[tuple[str, int]] = []
     size = 0

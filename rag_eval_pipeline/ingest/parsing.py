@@ -16,12 +16,15 @@ import hashlib
 import io
 import logging
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
+
+from rag_eval_pipeline.ingest.furniture import is_furniture_text, strip_furniture
 
 SUPPORTED_SUFFIXES = {".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
 
@@ -37,6 +40,7 @@ class Document:
     title: str
     pages: list[str]
     content_hash: str
+    furniture_lines: int = 0  # running headers, footers and page numbers removed from the pages
 
     @property
     def text(self) -> str:
@@ -195,8 +199,10 @@ def _format_of(path: Path) -> str:
 def _parse(raw: bytes, relative: str, doc_format: str, stem: str) -> Document:
     if not raw.strip():
         raise UnreadableDocument("empty file")
+    furniture_lines = 0
     if doc_format == "pdf":
         pages, title = _read_pdf(raw)
+        pages, furniture_lines = _without_furniture(pages)
     else:
         pages, title = _read_text(raw), None
     if not any(page.strip() for page in pages):
@@ -205,10 +211,23 @@ def _parse(raw: bytes, relative: str, doc_format: str, stem: str) -> Document:
         doc_id=doc_id_for(relative),
         path=relative,
         format=doc_format,
-        title=title or _first_heading(pages) or stem,
+        title=title or _first_heading(pages) or stem,  # from the cleaned pages: a running header is no title
         pages=pages,
         content_hash=hashlib.sha256(raw).hexdigest(),
+        furniture_lines=furniture_lines,
     )
+
+
+def _without_furniture(pages: list[str]) -> tuple[list[str], int]:
+    """PDF pages without running headers, footers and page numbers, and how many lines went."""
+    try:
+        cleaned = strip_furniture(pages)
+    except Exception:  # cleaning is a refinement: a fault in it must not cost the document
+        logging.getLogger(__name__).warning("page furniture not removed: the detector failed", exc_info=True)
+        return pages, 0
+    if not any(page.strip() for page in cleaned.pages):
+        return pages, 0  # pages of nothing but repeated lines: those lines are the document's text
+    return cleaned.pages, len(cleaned.removed)
 
 
 def _read_text(raw: bytes) -> list[str]:
@@ -244,8 +263,14 @@ def _read_pdf(raw: bytes) -> tuple[list[str], str | None]:
 
 
 def _first_heading(pages: list[str]) -> str | None:
-    for line in pages[0].splitlines():
-        stripped = line.strip().lstrip("#").strip()
-        if stripped:
-            return stripped[:200]
-    return None
+    """The first line of the first page that reads as a title; failing that, its first line of text."""
+    lines = [stripped for line in pages[0].splitlines() if (stripped := line.strip().lstrip("#").strip())]
+    lines = [line for line in lines if not is_furniture_text(line)]  # a page number or a date alone is no title
+    title = next((line for line in lines[:10] if _reads_as_title(line)), lines[0] if lines else None)
+    return title[:200] if title else None
+
+
+def _reads_as_title(line: str) -> bool:
+    """Short, with letters, not a sentence or a dateline ("{from} THE SUN, SUNDAY, MARCH 25, 1877.")."""
+    return len(line.split()) <= 15 and any(c.isalpha() for c in line) and line[-1] not in ".,;:" \
+        and not re.search(r"[{}\[\]]", line)

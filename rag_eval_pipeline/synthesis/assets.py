@@ -120,10 +120,11 @@ class VerificationConfig(Config):
             "The verified golden set, published once per (tenant, dataset_version) when its blocking check "
             "passes, and immutable after: items whose ground truth the judge finds supported by their gold "
             "chunks, well formed, not leaking their answer, not near-duplicates; each with its round-trip "
-            "retrieval rank. Dropped items and failed generation tasks go to rejected_qa."
+            "retrieval rank and its quality score (0 to 1: sort by it to review the weakest questions first). "
+            "Dropped items and failed generation tasks go to rejected_qa."
         ),
         "rejected_qa": lineage_table(
-            "Every candidate that did not make the golden set, with the stage (generation, or the "
+            "Every candidate that did not make the golden set, with the stage (generation, quality, or the "
             "verification step that dropped it) and the reason."
         ),
         "synthesis_plan": lineage_table(
@@ -159,7 +160,7 @@ def golden_set(
     # (the manifest) is left to the blocking golden_set_expectations check, once it passes.
     digest = check_publishable(warehouse.store(), tenant, version, golden)
     yield Output(golden, output_name="golden_set", metadata=table_metadata(
-        golden, ["qa_id", "question_type", "question"],
+        golden, ["qa_id", "question_type", "quality_score", "question"],
         **_golden_metadata(golden, synthetic_qa, rejected, plan, config.round_trip_k, digest)))
     yield Output(rejected, output_name="rejected_qa", metadata=table_metadata(rejected, REJECTION_PREVIEW))
     yield Output(plan, output_name="synthesis_plan", metadata=table_metadata(plan, list(plan.columns)))
@@ -170,6 +171,7 @@ def _golden_metadata(golden, synthetic_qa, rejected, plan, k: int, content_hash:
     by_stage = rejected.groupby("stage").size().to_dict() if len(rejected) else {}
     return {
         "kept_rate": round(len(golden) / len(synthetic_qa), 4) if len(synthetic_qa) else 0.0,
+        "quality_score_median": float(golden["quality_score"].median()) if len(golden) else 0.0,
         "rejected_count": len(rejected),
         "rejected_by_stage": {str(s): int(n) for s, n in by_stage.items()},
         f"gold_in_top_{k}_share": round(float((answerable["round_trip_rank"] > 0).mean()), 4) if len(answerable) else 0.0,

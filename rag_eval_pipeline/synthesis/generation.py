@@ -10,14 +10,15 @@ from __future__ import annotations
 from rag_eval_pipeline.synthesis.items import GenerationFailure, GenerationTask, Generator, QAItem
 from rag_eval_pipeline.synthesis.planning import TypePlan
 
-# Tasks tried per planned item before giving up on a type.
+# Tasks tried per planned item before giving up on a type; a generator may set its own `tries_per_item`.
 MAX_TRIES_PER_ITEM = 3
 
 
 def generate_items(generator: Generator, plans: list[TypePlan], candidates: dict[str, list[GenerationTask]]) -> tuple[list[QAItem], list[GenerationFailure]]:
     """Rounds over all types at once (so an LLM generator can work on them concurrently)."""
     queues = {p.question_type: list(candidates.get(p.question_type, [])) for p in plans if p.planned}
-    budget = {p.question_type: MAX_TRIES_PER_ITEM * p.planned for p in plans if p.planned}
+    tries = getattr(generator, "tries_per_item", MAX_TRIES_PER_ITEM)
+    budget = {p.question_type: tries * p.planned for p in plans if p.planned}
     written: dict[str, list[QAItem]] = {t: [] for t in queues}
     failures: list[GenerationFailure] = []
     wanted = {p.question_type: p.planned for p in plans}

@@ -63,6 +63,7 @@ class QAItem:
     generator: str  # "offline-template" or "llm:<model>"
     prompt_version: str
     template: str = ""  # the offline template used, "" for an LLM
+    topic: str = ""  # the noun phrase a template asked about, "" when unknown (an LLM's question)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class Generator(Protocol):
 
 
 def make_item(task: GenerationTask, question: str, ground_truth: str, generator: str, prompt_version: str,
-              template: str = "") -> QAItem:
+              template: str = "", topic: str = "") -> QAItem:
     """An item for a task. The qa_id is a content hash, so the same item gets the same id in every run."""
     gold = [] if task.question_type == UNANSWERABLE else list(task.chunks)
     question, ground_truth = question.strip(), ground_truth.strip()
@@ -102,6 +103,7 @@ def make_item(task: GenerationTask, question: str, ground_truth: str, generator:
         generator=generator,
         prompt_version=prompt_version,
         template=template,
+        topic=topic,
     )
 
 
@@ -109,8 +111,9 @@ ITEM_COLUMNS = list(QAItem.__dataclass_fields__)
 # Verification adds: round_trip_rank = rank (1..k) of the first gold chunk when the reference retriever
 # is asked the question, 0 when no gold chunk is in its top k, -1 for items without gold chunks;
 # grounded = every ground-truth statement supported by the gold chunks (True for unanswerable items
-# whose question the corpus does not answer).
-GOLDEN_COLUMNS = ITEM_COLUMNS + ["round_trip_rank", "grounded"]
+# whose question the corpus does not answer); quality_score = the quality stage's score in [0, 1], for a
+# reviewer to sort by (synthesis/quality.py).
+GOLDEN_COLUMNS = ITEM_COLUMNS + ["round_trip_rank", "grounded", "quality_score"]
 REJECTED_COLUMNS = ITEM_COLUMNS + ["stage", "reason"]
 
 
@@ -133,6 +136,7 @@ def failures_frame(failures: list[GenerationFailure]) -> pd.DataFrame:
             "generator": f.generator,
             "prompt_version": "",
             "template": "",
+            "topic": "",
             "stage": "generation",
             "reason": f.reason,
         }

@@ -14,7 +14,7 @@ from rag_eval_pipeline.partitions import partition_key
 
 # The columns each imported table's preview shows, as the assets that normally build them show.
 PREVIEW_COLUMNS = {
-    "golden_set": ["qa_id", "question_type", "question"],
+    "golden_set": ["qa_id", "question_type", "quality_score", "question"],
     "rejected_qa": ["qa_id", "stage", "reason"],
 }
 DEFAULT_PREVIEW_WIDTH = 4

@@ -20,12 +20,15 @@ import pandas as pd
 from rag_eval_pipeline.core.files import atomic_write_text, write_atomically
 from rag_eval_pipeline.core.jsonl import read_json_lines
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, ITEM_COLUMNS, REJECTED_COLUMNS, UNANSWERABLE, normalise
+from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.core.text import sha256
 
 ACCEPT, REJECT, EDIT = "accept", "reject", "edit"
 DECISIONS = (ACCEPT, REJECT, EDIT)
 REVIEW_COLUMNS = ["decision", "edited_question", "edited_ground_truth", "reviewer_note"]
-SHEET_COLUMNS = ["qa_id", "question_type", "question", "ground_truth", "gold_chunk_ids", "gold_contexts", *REVIEW_COLUMNS]
+# quality_score (0 to 1, from the quality stage) lets a reviewer sort the weakest questions first.
+SHEET_COLUMNS = ["qa_id", "question_type", "quality_score", "question", "ground_truth", "gold_chunk_ids", "gold_contexts",
+                 *REVIEW_COLUMNS]
 REQUIRED_COLUMNS = ("qa_id", "decision")
 REVIEWED_COLUMNS = GOLDEN_COLUMNS + ["review", "derived_from"]
 SHEET_FORMATS = (".csv", ".jsonl")
@@ -62,6 +65,7 @@ def review_sheet(golden: pd.DataFrame) -> pd.DataFrame:
         {
             "qa_id": str(item["qa_id"]),
             "question_type": str(item["question_type"]),
+            "quality_score": float(item["quality_score"]),
             "question": str(item["question"]),
             "ground_truth": str(item["ground_truth"]),
             "gold_chunk_ids": ID_SEPARATOR.join(str(c) for c in _as_list(item["gold_chunk_ids"])),
@@ -163,6 +167,9 @@ def _edit(base: dict, decision: _Decision, verify: Verify) -> _Outcome:
         "ground_truth": ground_truth,
         "derived_from": str(base["qa_id"]),
         "review": "edited",
+        # The reviewer's wording is kept whatever the stage thinks of it; the score still says what that is.
+        "quality_score": assess(question, base["question_type"]).score,
+        "topic": "" if decision.question else base["topic"],
     }
     if base["question_type"] == UNANSWERABLE:
         # Its ground truth is the refusal, which no chunk supports; nothing to re-verify.

@@ -12,7 +12,8 @@ import re
 
 import pandas as pd
 
-from rag_eval_pipeline.core.text import content_words, count_tokens, numbers, split_sentences
+from rag_eval_pipeline.core.text import content_words, count_tokens, is_table_like, numbers, split_sentences
+from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS
 
 _NAME = re.compile(r"(?<![.!?] )(?<!^)\b[A-Z][a-z]+")
 
@@ -23,8 +24,10 @@ def factual_sentences(text: str) -> list[str]:
 
 
 def _is_factual(sentence: str) -> bool:
-    n_words = len(sentence.split())
-    return 8 <= n_words <= 40 and sentence[-1] == "." and len(content_words(sentence)) >= 4
+    """Not table debris ("Manufacturing 5 , 300 13 .") nor text whose spaces PDF extraction lost."""
+    words = sentence.split()
+    return (8 <= len(words) <= 40 and sentence[-1] == "." and len(content_words(sentence)) >= 4
+            and not is_table_like(sentence) and max(len(w) for w in words) <= MAX_WORD_CHARS)
 
 
 def information_score(text: str) -> float:
@@ -41,6 +44,9 @@ def rank_test_nodes(chunks: pd.DataFrame, clusters: pd.DataFrame) -> pd.DataFram
     """Per chunk: `information`, `centrality` and `test_node_rank` (1 = first pick, 0 = not a test node)."""
     table = chunks[["chunk_id", "doc_id", "text"]].merge(clusters[["chunk_id", "cluster_id", "membership"]], on="chunk_id")
     table["information"] = table["text"].map(information_score)
+    if "kind" in chunks:  # ingestion marks runs of table rows: no template may read them as prose
+        is_table = table["chunk_id"].map(dict(zip(chunks["chunk_id"], chunks["kind"] == "table")))
+        table.loc[is_table.fillna(False).astype(bool), "information"] = 0.0
     # HDBSCAN gives outliers membership 0; as a group of their own they rank by information alone.
     table["centrality"] = table["membership"].where(table["cluster_id"] >= 0, 1.0)
     table["node_score"] = table["information"] * (0.5 + 0.5 * table["centrality"])

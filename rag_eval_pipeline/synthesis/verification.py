@@ -2,6 +2,8 @@
 
 Checks run cheapest first; every item gets at most one rejection, with its stage and reason:
   form        question and answer lengths, a refusal for unanswerable items
+  quality     a well-formed question about something that stands on its own (synthesis/quality.py);
+              kept items get its quality score
   gold_ids    answerable items name gold chunks, and they exist
   leak        the question already states its whole answer
   grounding   every ground-truth statement is supported by the gold chunks (the configured judge);
@@ -25,6 +27,8 @@ from rag_eval_pipeline.core.judging.judgement import GROUND_TRUTH_SUPPORT, Failu
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, MULTI_CONTEXT, REFUSAL, REJECTED_COLUMNS, UNANSWERABLE, normalise
+from rag_eval_pipeline.synthesis.phrases import normalise_heading
+from rag_eval_pipeline.synthesis.quality import QualityContext, assess
 from rag_eval_pipeline.core.text import content_words, numbers
 
 
@@ -50,8 +54,10 @@ def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedd
     records, repeats = _without_repeats(items.to_dict("records"))
     verdicts: dict[str, _Rejection] = {}
     chunk_texts = dict(zip(chunks["chunk_id"], chunks["text"]))
+    sections = frozenset(normalise_heading(h) for h in chunks["heading"]) if "heading" in chunks else frozenset()
+    scores: dict[str, float] = {}
     for item in records:
-        rejection = _form(item, settings) or _gold_ids(item, chunk_texts) or _leak(item)
+        rejection = _form(item, settings) or _quality(item, chunk_texts, sections, scores) or _gold_ids(item, chunk_texts) or _leak(item)
         if rejection:
             verdicts[item["qa_id"]] = rejection
     _grounding(_pending(records, verdicts, answerable=True), judge, verdicts)
@@ -62,7 +68,7 @@ def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedd
     if settings.drop_on_retrieval_miss:
         for qa_id in [q for q, rank in ranks.items() if rank == 0]:
             verdicts[qa_id] = _Rejection("retrieval", f"no gold chunk in the reference retriever's top {settings.round_trip_k}")
-    golden, rejected = _split(records, verdicts, ranks)
+    golden, rejected = _split(records, verdicts, ranks, scores)
     return golden, pd.concat([rejected, pd.DataFrame(repeats, columns=REJECTED_COLUMNS)], ignore_index=True) if repeats else rejected
 
 
@@ -95,6 +101,16 @@ def _form(item: dict, settings: VerificationSettings) -> _Rejection | None:
         return _Rejection("form", f"ground truth has {n_answer} words, outside 1-{settings.max_answer_words}")
     if item["question_type"] == UNANSWERABLE and item["ground_truth"] != REFUSAL:
         return _Rejection("form", "an unanswerable item must expect the refusal as its answer")
+    return None
+
+
+def _quality(item: dict, chunk_texts: dict[str, str], sections: frozenset[str], scores: dict[str, float]) -> _Rejection | None:
+    """The quality stage; the score of a question it keeps goes to `scores`."""
+    source = " ".join(chunk_texts.get(c, "") for c in item["source_chunk_ids"])
+    verdict = assess(item["question"], item["question_type"], item.get("topic") or "", QualityContext(source, sections))
+    if verdict.problem:
+        return _Rejection("quality", verdict.problem)
+    scores[item["qa_id"]] = verdict.score
     return None
 
 
@@ -194,12 +210,14 @@ def _round_trip_ranks(records: list[dict], retriever: ReferenceCandidate) -> dic
     return ranks
 
 
-def _split(records: list[dict], verdicts: dict[str, _Rejection], ranks: dict[str, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split(records: list[dict], verdicts: dict[str, _Rejection], ranks: dict[str, int],
+           scores: dict[str, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
     kept, rejected = [], []
     for record in records:
         verdict = verdicts.get(record["qa_id"])
         if verdict:
             rejected.append({**record, "stage": verdict.stage, "reason": verdict.reason})
         else:
-            kept.append({**record, "round_trip_rank": ranks[record["qa_id"]], "grounded": True})
+            kept.append({**record, "round_trip_rank": ranks[record["qa_id"]], "grounded": True,
+                         "quality_score": scores[record["qa_id"]]})
     return pd.DataFrame(kept, columns=GOLDEN_COLUMNS), pd.DataFrame(rejected, columns=REJECTED_COLUMNS)

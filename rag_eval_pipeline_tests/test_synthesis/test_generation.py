@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rag_eval_pipeline.synthesis.generation import MAX_TRIES_PER_ITEM, generate_items
@@ -20,8 +22,10 @@ from rag_eval_pipeline.synthesis.items import (
     items_frame,
     make_item,
 )
-from rag_eval_pipeline.synthesis.offline_generation import _UNANSWERABLE_FRAMES, OfflineGenerator
+from rag_eval_pipeline.synthesis.absent_facts import frames_for, kind_of, topic_phrases
+from rag_eval_pipeline.synthesis.offline_generation import _PHRASINGS, OfflineGenerator
 from rag_eval_pipeline.synthesis.planning import TypePlan
+from rag_eval_pipeline.synthesis.quality import QualityContext, assess
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
 from rag_eval_pipeline.core.text import content_words, split_sentences
 
@@ -66,6 +70,29 @@ def _item(question_type: str, *chunks: SourceChunk, corpus: list[str] = CORPUS) 
     return outcome
 
 
+def _phrasing_index(template: str, question: str, **fields: str) -> int | None:
+    """Which of the template's phrasings the question is, filled in with `fields`; None when it is none of them."""
+    for index, phrasing in enumerate(_PHRASINGS[template]):
+        if " ".join(phrasing.format(**fields).split()) == question:
+            return index
+    return None
+
+
+def _renamed(chunk: SourceChunk, n: int) -> SourceChunk:
+    """The same chunk under another id (another document of the same title): another task, the same text."""
+    doc_id = f"{chunk.doc_id.split('.')[0]}-{n}.md"
+    return SourceChunk(f"{doc_id}#{chunk.chunk_id.split('#')[1]}", doc_id, chunk.title, chunk.heading, chunk.text)
+
+
+# Enough tasks that every phrasing of a template turns up (the choice is by a hash of the task's id).
+TASKS_PER_SET = 12
+
+
+def _items_over_a_set(question_type: str, *chunks: SourceChunk, corpus: list[str]) -> list[QAItem]:
+    """One item per renamed copy of the chunks: a set of tasks that differ only in their ids."""
+    return [_item(question_type, *(_renamed(c, n) for c in chunks), corpus=corpus) for n in range(TASKS_PER_SET)]
+
+
 # --- simple -----------------------------------------------------------------------------------------
 
 
@@ -107,19 +134,31 @@ def test_the_most_informative_sentence_is_chosen():
 def test_quantity_questions_blank_the_value_they_ask_for(sentence, value):
     chunk = _chunk("policy.md#0", "Travel Policy", "Rules", sentence)
 
-    item = _item(SIMPLE, chunk, corpus=[sentence])
+    items = _items_over_a_set(SIMPLE, chunk, corpus=[sentence])
 
-    assert item.template == "quantity"
-    assert item.ground_truth == sentence
-    assert value not in item.question and "____" in item.question
-    assert item.question.replace("____", value) == f'According to "Travel Policy", what value fills the blank: "{sentence}"'
+    for item in items:
+        assert item.template == "quantity" and item.topic == ""
+        assert item.ground_truth == sentence
+        assert value not in item.question and item.question.count("____") == 1
+        # The blank filled with the value gives back the sentence, in one of the template's phrasings.
+        assert _phrasing_index("quantity", item.question.replace("____", value), title="Travel Policy", blanked=sentence) is not None
+
+
+def test_a_sentence_holding_quotes_or_opening_in_lower_case_is_not_blanked():
+    # Its quotes would nest inside the question's; a lower-case start is a fragment of a sentence.
+    for text in ('The "Express" tariff lets a customer ship parcels within 2 days across the region.',
+                 "continued: parcels are shipped within 2 days across the whole region by the carrier."):
+        outcome = _one(SIMPLE, _chunk("tariffs.md#0", "Tariffs", "Express", text), corpus=[text])
+        assert not (isinstance(outcome, QAItem) and outcome.template == "quantity"), outcome
 
 
 def test_definition_questions_ask_what_the_term_is():
     item = _item(SIMPLE, CHUNKS["retention.md#3"])
 
     assert item.template == "definition"
-    assert item.question == "What is Data Governance Council?"
+    assert item.topic == "Data Governance Council"
+    assert _phrasing_index("definition", item.question, verb="is", term="Data Governance Council",
+                           title="Data Retention Policy") is not None
     assert item.ground_truth == CHUNKS["retention.md#3"].text
 
 
@@ -127,7 +166,32 @@ def test_subject_questions_name_the_section_and_the_document():
     item = _item(SIMPLE, CHUNKS["travel.md#1"])
 
     assert item.template == "subject"
-    assert item.question == 'What does the "Purpose" section of "Travel Policy" say about Finance Operations?'
+    assert item.topic == "Finance Operations"
+    assert _phrasing_index("subject", item.question, where='the "Purpose" section of "Travel Policy"',
+                           subject="Finance Operations") is not None
+
+
+@pytest.mark.parametrize("heading", ["", "Travel Policy", "August 2015", "Commonly Confused Words and", "2019 2020 2021"])
+def test_a_heading_not_worth_naming_leaves_only_the_document(heading):
+    chunk = _chunk("travel.md#1", "Travel Policy", heading, CHUNKS["travel.md#1"].text)
+
+    item = _item(SIMPLE, chunk)
+
+    assert item.template == "subject"
+    assert _phrasing_index("subject", item.question, where='"Travel Policy"', subject="Finance Operations") is not None
+
+
+@pytest.mark.parametrize("sentence", [
+    "It runs every night on the main database server of the shipment system.",
+    "This policy applies to every employee of Halcyon Freight in every country.",
+    "There are two warehouses near the port that handle frozen goods for the region.",
+    "When observing tests it helps to note the time and the name of the engineer.",
+])
+def test_a_subject_that_does_not_stand_on_its_own_gives_no_question(sentence):
+    outcome = _one(SIMPLE, _chunk("notes.md#0", "Notes", "Tips", sentence), corpus=[sentence])
+
+    assert isinstance(outcome, GenerationFailure), outcome.question
+    assert "no template fits" in outcome.reason
 
 
 def test_a_chunk_without_a_factual_sentence_is_a_failure_with_its_reason():
@@ -171,8 +235,9 @@ def test_multi_context_question_names_both_documents_and_the_shared_term():
     item = _item(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION, corpus=MULTI_CORPUS)
 
     assert item.template == "shared-topic"
-    assert '"Data Retention Policy"' in item.question and '"Customer SLA Summary"' in item.question
-    assert "customer shipment" in item.question.lower()
+    assert "customer shipment" in item.topic.lower()
+    assert _phrasing_index("shared-topic", item.question, both='"Data Retention Policy" and "Customer SLA Summary"',
+                           term=item.topic) is not None
     # One sentence of each chunk, in the chunks' order; both chunks are gold.
     first, second = factual_sentences(SHIPMENT_RETENTION.text)[0], factual_sentences(SHIPMENT_DELETION.text)[0]
     assert item.ground_truth == f"{first} {second}"
@@ -186,7 +251,8 @@ def test_multi_context_in_one_document_names_the_two_sections():
 
     item = _item(MULTI_CONTEXT, SHIPMENT_RETENTION, other_section, corpus=CORPUS + [SHIPMENT_RETENTION.text, other_section.text])
 
-    assert item.question.startswith('What do the "Retention Periods" and "Customer Requests" sections of "Data Retention Policy"')
+    both = 'the "Retention Periods" and "Customer Requests" sections of "Data Retention Policy"'
+    assert _phrasing_index("shared-topic", item.question, both=both, term=item.topic) is not None
 
 
 def test_multi_context_in_one_section_or_without_a_shared_term_fails_with_a_reason():
@@ -195,17 +261,20 @@ def test_multi_context_in_one_section_or_without_a_shared_term_fails_with_a_reas
     assert isinstance(outcome, GenerationFailure) and "one section" in outcome.reason
 
     outcome = _one(MULTI_CONTEXT, SHIPMENT_RETENTION, CHUNKS["travel.md#0"], corpus=MULTI_CORPUS)
-    assert isinstance(outcome, GenerationFailure) and "share no two-word term" in outcome.reason
+    assert isinstance(outcome, GenerationFailure) and "share no noun phrase" in outcome.reason
 
 
 # --- unanswerable -----------------------------------------------------------------------------------
 
+COUNCIL = _chunk("roads.md#2", "Town Report", "Roads",
+                 "The town council spent the regional grant on new cycle lanes along the canal.")
+# Its heading names a thing, but its sentence names nothing of a kind whose facts the frames know.
 FORKLIFT = _chunk("safety.md#4", "Warehouse Safety Standard", "Forklift Certificates",
                   "A forklift certificate is valid for 3 years and must be renewed by passing a practical test.")
 
 
-def _frame(question: str, topic: str) -> tuple[str, tuple[str, ...]]:
-    [frame] = [f for f in _UNANSWERABLE_FRAMES if f[0].format(topic=topic) == question]
+def _frame_of(question: str, topic: str):
+    [frame] = [f for f in frames_for(topic) if f.question.format(topic=topic) == question]
     return frame
 
 
@@ -215,58 +284,144 @@ def _states(corpus: list[str], topic: str, answer_words: tuple[str, ...]) -> boo
 
 
 def test_unanswerable_expects_the_refusal_and_has_no_gold_chunks():
-    corpus = CORPUS + [FORKLIFT.text]
+    corpus = CORPUS + [COUNCIL.text]
 
-    item = _item(UNANSWERABLE, FORKLIFT, corpus=corpus)
+    item = _item(UNANSWERABLE, COUNCIL, corpus=corpus)
 
     assert item.ground_truth == REFUSAL
     assert item.gold_chunk_ids == [] and item.gold_contexts == []
-    assert item.source_chunk_ids == ["safety.md#4"]
+    assert item.source_chunk_ids == ["roads.md#2"]
     assert item.template == "absent-fact"
-    # It asks, about the chunk's section topic, for a kind of fact no chunk states about that topic.
-    _, answer_words = _frame(item.question, "Forklift Certificates")
-    assert not _states(corpus, "Forklift Certificates", answer_words)
+    # It asks about a noun phrase of the chunk's own sentence, for a kind of fact no chunk states about it.
+    assert item.topic in topic_phrases(COUNCIL.text)
+    assert not _states(corpus, item.topic, _frame_of(item.question, item.topic).answer_words)
+
+
+@pytest.mark.parametrize("sentence, kind", [
+    ("The town council spent the regional grant on new cycle lanes along the canal.", "organisation"),
+    ("Visitors to Shepperton Church can park behind the old school in summer.", "building"),
+    ("Trains on the Oxford railway stop at Didcot twice an hour.", "route"),
+    ("Walkers cross Epsom Common on the way to the station in summer.", "landmark"),
+    ("Children read the staff handbook in the library at lunchtime.", "work"),
+])
+def test_unanswerable_frames_fit_the_kind_of_their_topic(sentence, kind):
+    chunk = _chunk("town.md#0", "Town Guide", "Around Town", sentence)
+
+    items = _items_over_a_set(UNANSWERABLE, chunk, corpus=[sentence])
+
+    for item in items:
+        assert kind_of(item.topic) == kind
+        assert item.question in {f.question.format(topic=item.topic) for f in frames_for(item.topic)}
+    assert len({i.question for i in items}) > 1  # the frame, like a phrasing, varies with the task
 
 
 def test_unanswerable_picks_another_frame_when_the_corpus_states_the_first():
-    first = _item(UNANSWERABLE, FORKLIFT, corpus=[FORKLIFT.text])
-    _, answer_words = _frame(first.question, "Forklift Certificates")
-    stating = f"The forklift certificates {' and '.join(answer_words)} are recorded by the site manager every month."
-    corpus = [FORKLIFT.text, stating]
-    assert _states(corpus, "Forklift Certificates", answer_words)
+    first = _item(UNANSWERABLE, COUNCIL, corpus=[COUNCIL.text])
+    answer_words = _frame_of(first.question, first.topic).answer_words
+    stating = f"The town council {' and '.join(answer_words)} are recorded by the clerk every month."
+    corpus = [COUNCIL.text, stating]
+    assert _states(corpus, first.topic, answer_words)
 
-    second = _item(UNANSWERABLE, FORKLIFT, corpus=corpus)
+    second = _item(UNANSWERABLE, COUNCIL, corpus=corpus)
 
-    assert second.question != first.question
-    _, other_words = _frame(second.question, "Forklift Certificates")
-    assert not _states(corpus, "Forklift Certificates", other_words)
+    assert second.topic == first.topic and second.question != first.question
+    assert not _states(corpus, second.topic, _frame_of(second.question, second.topic).answer_words)
+
+
+def _stating_every_fact(topic: str) -> str:
+    words = sorted({w for f in frames_for(topic) for w in f.answer_words})
+    return f"For {topic}: {', '.join(words)} are all listed in the annual report."
+
+
+def test_unanswerable_moves_to_the_next_topic_when_the_corpus_states_every_fact_of_the_first():
+    corpus = [COUNCIL.text, _stating_every_fact("the town council")]
+
+    item = _item(UNANSWERABLE, COUNCIL, corpus=corpus)
+
+    assert item.topic == "the regional grant" and kind_of(item.topic) == "programme"
 
 
 def test_unanswerable_fails_when_the_corpus_states_every_kind_of_fact():
-    words = sorted({w for _, answer_words in _UNANSWERABLE_FRAMES for w in answer_words})
-    stating = f"Forklift certificates: {', '.join(words)} are all listed in the annual report of the site."
+    corpus = [COUNCIL.text] + [_stating_every_fact(t) for t in topic_phrases(COUNCIL.text)]
 
-    outcome = _one(UNANSWERABLE, FORKLIFT, corpus=[FORKLIFT.text, stating])
+    outcome = _one(UNANSWERABLE, COUNCIL, corpus=corpus)
 
     assert isinstance(outcome, GenerationFailure)
-    assert "every kind of fact" in outcome.reason and "Forklift Certificates" in outcome.reason
+    assert "every kind of fact" in outcome.reason and "the town council" in outcome.reason
 
 
-def test_unanswerable_without_a_topic_fails_with_a_reason():
-    chunk = _chunk("notes.txt#0", "Notes", "", "Short. Yes.")
+@pytest.mark.parametrize("chunk", [
+    FORKLIFT,
+    _chunk("notes.txt#0", "Notes", "", "Short. Yes."),
+    _chunk("roads.md#3", "Town Report", "Roads", "The council spent the grant on roads in the north of the town."),
+], ids=["no known kind", "no factual sentence", "only bare heads"])
+def test_unanswerable_from_a_chunk_naming_nothing_of_a_known_kind_fails_with_its_reason(chunk):
+    outcome = _one(UNANSWERABLE, chunk, corpus=CORPUS + [chunk.text])
 
-    outcome = _one(UNANSWERABLE, chunk)
+    assert isinstance(outcome, GenerationFailure)
+    assert outcome.reason.startswith("the chunk names nothing whose facts a template knows")
 
-    assert isinstance(outcome, GenerationFailure) and "no topic" in outcome.reason
+
+# --- the quality stage ------------------------------------------------------------------------------
 
 
-def test_an_unanswerable_topic_falls_back_to_the_main_subject_without_a_heading():
-    chunk = _chunk("safety.md#9", "Warehouse Safety Standard", "",
-                   "Safety shoes of protection class S3 are mandatory on the warehouse floor and in the yard.")
+def _passes_quality(item: QAItem, chunks: tuple[SourceChunk, ...]) -> str | None:
+    """The quality stage's reason to reject the item, None when it keeps it."""
+    context = QualityContext(source=" ".join(c.text for c in chunks))
+    return assess(item.question, item.question_type, item.topic, context).problem
 
-    item = _item(UNANSWERABLE, chunk, corpus=[chunk.text])
 
-    assert "safety shoes of protection class S3" in item.question
+@pytest.mark.parametrize("question_type, chunks", [
+    pytest.param(SIMPLE, (CHUNKS["travel.md#0"],), id="quantity"),
+    pytest.param(SIMPLE, (CHUNKS["retention.md#3"],), id="definition"),
+    pytest.param(SIMPLE, (CHUNKS["travel.md#1"],), id="subject"),
+    pytest.param(MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION), id="shared-topic"),
+    pytest.param(UNANSWERABLE, (COUNCIL,), id="absent-fact"),
+])
+def test_every_phrasing_the_generator_writes_passes_the_quality_stage(question_type, chunks):
+    items = _items_over_a_set(question_type, *chunks, corpus=MULTI_CORPUS + [COUNCIL.text])
+
+    problems = {i.question: _passes_quality(i, chunks) for i in items}
+
+    assert not {q: p for q, p in problems.items() if p}
+
+
+# --- phrasings --------------------------------------------------------------------------------------
+
+
+def _phrasing_shape(template: str, question: str) -> int | None:
+    """Which of the template's phrasings the question has, whatever its blanks were filled with."""
+    for index, phrasing in enumerate(_PHRASINGS[template]):
+        pattern = "".join("(.+)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{\w+\})", phrasing))
+        if re.fullmatch(pattern, question):
+            return index
+    return None
+
+
+def test_the_same_task_always_gets_the_same_phrasing():
+    tasks = [_task(SIMPLE, c) for c in CHUNKS.values()] + [_task(UNANSWERABLE, COUNCIL)]
+    corpus = CORPUS + [COUNCIL.text]
+
+    first = OfflineGenerator(corpus).generate(tasks)
+    in_reverse = OfflineGenerator(corpus).generate(list(reversed(tasks)))[::-1]
+    other_cluster = OfflineGenerator(corpus).generate([_task(t.question_type, *t.chunks, cluster=9) for t in tasks])
+
+    assert [o.question for o in first] == [o.question for o in in_reverse] == [o.question for o in other_cluster]
+
+
+@pytest.mark.parametrize("template, question_type, chunks", [
+    ("quantity", SIMPLE, (CHUNKS["travel.md#0"],)),
+    ("definition", SIMPLE, (CHUNKS["retention.md#3"],)),
+    ("subject", SIMPLE, (CHUNKS["travel.md#1"],)),
+    ("shared-topic", MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION)),
+])
+def test_different_tasks_get_different_phrasings_across_a_set(template, question_type, chunks):
+    items = _items_over_a_set(question_type, *chunks, corpus=MULTI_CORPUS)
+
+    assert {i.template for i in items} == {template}
+    shapes = [_phrasing_shape(template, i.question) for i in items]
+    assert None not in shapes
+    assert set(shapes) == set(range(len(_PHRASINGS[template])))  # every phrasing is used somewhere in the set
 
 
 # --- what it does not write -------------------------------------------------------------------------
@@ -283,9 +438,9 @@ def test_reasoning_is_a_failure_with_a_reason_not_an_item():
 
 def test_outcomes_come_back_one_per_task_in_order():
     tasks = [_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"]),
-             _task(UNANSWERABLE, FORKLIFT), _task(SIMPLE, CHUNKS["oncall.md#0"])]
+             _task(UNANSWERABLE, COUNCIL), _task(SIMPLE, CHUNKS["oncall.md#0"])]
 
-    outcomes = OfflineGenerator(CORPUS + [FORKLIFT.text]).generate(tasks)
+    outcomes = OfflineGenerator(CORPUS + [COUNCIL.text]).generate(tasks)
 
     assert [type(o) for o in outcomes] == [QAItem, GenerationFailure, QAItem, QAItem]
     assert [o.question_type if isinstance(o, QAItem) else o.task.question_type for o in outcomes] == [
@@ -297,11 +452,11 @@ def test_outcomes_come_back_one_per_task_in_order():
 
 def _all_tasks() -> list[GenerationTask]:
     return ([_task(SIMPLE, c) for c in CHUNKS.values()]
-            + [_task(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION), _task(UNANSWERABLE, FORKLIFT)])
+            + [_task(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION), _task(UNANSWERABLE, COUNCIL)])
 
 
 def test_qa_ids_are_stable_across_runs_and_unaffected_by_other_chunks():
-    corpus = MULTI_CORPUS + [FORKLIFT.text]
+    corpus = MULTI_CORPUS + [COUNCIL.text]
     first = OfflineGenerator(corpus).generate(_all_tasks())
     second = OfflineGenerator(list(corpus)).generate(_all_tasks())
     third = OfflineGenerator(corpus + ["The new loading dock in Venlo opens at 06:00 on every working day."]).generate(_all_tasks())
@@ -330,12 +485,14 @@ def test_item_and_failure_frames_have_their_columns():
 
     frame = items_frame(items)
     assert list(frame.columns) == ITEM_COLUMNS and frame["qa_id"].tolist() == [items[0].qa_id]
+    assert frame["topic"].tolist() == [items[0].topic]
     assert items_frame([]).empty and list(items_frame([]).columns) == ITEM_COLUMNS
     rejected = failures_frame(failures)
     assert rejected["stage"].tolist() == ["generation"]
     assert rejected["reason"].tolist() == [failures[0].reason]
     assert rejected["qa_id"].iloc[0] == f"task-{failures[0].task.task_id}"
     assert rejected["source_chunk_ids"].iloc[0] == ["travel.md#0"]
+    assert rejected["topic"].tolist() == [""]
 
 
 # --- the driver -------------------------------------------------------------------------------------
@@ -455,3 +612,18 @@ def test_driver_turns_items_of_the_wrong_type_into_failures():
         "the generator returned a reasoning item for a simple task",
         "the generator returned a reasoning item for a unanswerable task",
     }
+
+
+def test_driver_tries_as_many_tasks_per_item_as_the_generator_asks_for():
+    class PatientGenerator(FakeGenerator):
+        tries_per_item = MAX_TRIES_PER_ITEM + 2
+
+    candidates = _candidates(SIMPLE, 50)
+    generator = PatientGenerator(fail_on={t.chunks[0].chunk_id for t in candidates})
+
+    items, failures = generate_items(generator, [TypePlan(SIMPLE, 2, 2)], {SIMPLE: candidates})
+
+    assert items == []
+    assert len(generator.tried) == len(failures) == (MAX_TRIES_PER_ITEM + 2) * 2
+    # The offline generator asks for more: a template fails in microseconds.
+    assert OfflineGenerator.tries_per_item > MAX_TRIES_PER_ITEM

@@ -15,6 +15,7 @@ from rag_eval_pipeline.synthesis.items import (
     UNANSWERABLE,
     items_frame,
 )
+from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.synthesis.review import (
     CONTEXT_SEPARATOR,
     REVIEWED_COLUMNS,
@@ -52,6 +53,8 @@ def _golden(items) -> pd.DataFrame:
     frame = items_frame(items)
     frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
     frame["grounded"] = True
+    # What the quality stage gives each kept question (a column of the golden set since that stage was added).
+    frame["quality_score"] = [assess(q, t).score for q, t in zip(frame["question"], frame["question_type"])]
     return frame[GOLDEN_COLUMNS]
 
 
@@ -106,7 +109,8 @@ def test_sheet_round_trips_commas_quotes_and_newlines(golden, tmp_path, suffix):
     back = read_sheet(path)
 
     assert list(back.columns) == SHEET_COLUMNS
-    assert back.to_dict("records") == sheet.to_dict("records")
+    # Every cell reads back as text, the quality score too.
+    assert back.to_dict("records") == sheet.astype({"quality_score": str}).to_dict("records")
     assert "\n" in back.iloc[0]["gold_contexts"] and '"audit"' in back.iloc[0]["question"]
 
 
@@ -295,6 +299,79 @@ def test_a_reviewed_set_can_be_reviewed_again(golden, verify):
     assert list(second.golden.columns) == REVIEWED_COLUMNS
     assert (second.golden["derived_from"] == "").all()  # relative to its own parent
     assert second.golden["qa_id"].tolist() == first.golden["qa_id"].tolist()
+
+
+# ---- the quality score ---------------------------------------------------------------------
+
+
+# A long quoted fill-in-the-blank: well formed, but a question a reviewer would rather rephrase.
+BLANK = _item(SIMPLE, ["travel.md#0"], 'According to "Travel", what value fills the blank in "The hotel cap is EUR '
+              '____ per night in Zürich, London and Paris, whatever the season and whatever the traveller\'s grade."?',
+              "The hotel cap is EUR 230 per night.")
+SHORT_BLANK = _item(SIMPLE, ["travel.md#0"], 'In "Travel", which value completes "The hotel cap is EUR ____ per night."?',
+                    "The hotel cap is EUR 230 per night.")
+
+
+def test_the_sheet_carries_each_items_quality_score(golden):
+    sheet = review_sheet(golden)
+
+    assert "quality_score" in SHEET_COLUMNS and list(sheet.columns) == SHEET_COLUMNS
+    assert sheet.set_index("qa_id")["quality_score"].to_dict() == golden.set_index("qa_id")["quality_score"].to_dict()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_sorting_the_sheet_by_quality_score_puts_the_weakest_first(tmp_path, suffix):
+    golden = _golden([SHORT_BLANK, *ITEMS, BLANK])
+    scores = golden.set_index("qa_id")["quality_score"]
+    assert scores[BLANK.qa_id] < scores[SHORT_BLANK.qa_id] < scores.max()
+
+    sheet = review_sheet(golden)
+    back = read_sheet(write_sheet(sheet, tmp_path / f"review{suffix}"))  # as the reviewer's spreadsheet reads it
+
+    for table in (sheet, back):
+        ordered = table.assign(score=table["quality_score"].astype(float)).sort_values("score", kind="stable")
+        assert ordered["qa_id"].tolist()[:2] == [BLANK.qa_id, SHORT_BLANK.qa_id]
+        assert ordered["score"].is_monotonic_increasing
+
+
+def test_an_edited_question_gets_a_fresh_score(verify):
+    golden = _golden([BLANK, BACKUPS])
+    question = "What is the hotel cap per night in Zürich?"
+    sheet = _sheet(golden, **{BLANK.qa_id: {"decision": "edit", "edited_question": question}})
+
+    result = apply_review(golden, sheet, verify)
+
+    edited = result.golden.iloc[0]
+    assert edited["question"] == question and edited["derived_from"] == BLANK.qa_id
+    assert edited["quality_score"] == assess(question, SIMPLE).score
+    assert edited["quality_score"] > golden["quality_score"].iloc[0]  # the rephrased question scores better
+    assert edited["topic"] == ""  # whatever a template asked about, the reviewer's question may not
+    assert result.golden.iloc[1]["quality_score"] == golden["quality_score"].iloc[1]  # an unedited item keeps its score
+
+
+def test_a_reviewers_question_is_kept_even_when_the_quality_stage_would_reject_it(verify):
+    golden = _golden([BACKUPS])
+    question = "backups kept how long"  # the reviewer's call; the score says what the stage thinks of it
+    sheet = _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_question": question}})
+
+    result = apply_review(golden, sheet, verify)
+
+    assert result.golden["question"].tolist() == [question]
+    assert result.golden["quality_score"].tolist() == [0.0]
+
+
+def test_an_edit_of_only_the_ground_truth_keeps_the_topic_and_rescores_the_same_question(verify):
+    from dataclasses import replace
+
+    with_topic = replace(BACKUPS, topic="database backups")
+    golden = _golden([with_topic]).assign(quality_score=0.5)  # a score from an older stage
+    truth = "Database backups are kept for 35 days in a separate region."
+    sheet = _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}})
+
+    edited = apply_review(golden, sheet, verify).golden.iloc[0]
+
+    assert edited["topic"] == "database backups"
+    assert edited["quality_score"] == assess(BACKUPS.question, SIMPLE).score
 
 
 # ---- bad sheets ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from rag_eval_pipeline.synthesis.items import (
 from rag_eval_pipeline.synthesis.offline_generation import OfflineGenerator
 from rag_eval_pipeline.synthesis.pipeline import GENERATION_PLAN_COLUMNS, PLAN_COLUMNS, parse_mix
 
-STAGES = {"generation", "form", "gold_ids", "leak", "grounding", "answerable", "duplicate", "retrieval"}
+STAGES = {"generation", "form", "quality", "gold_ids", "leak", "grounding", "answerable", "duplicate", "retrieval"}
 
 
 def _offline(chunks: pd.DataFrame) -> OfflineGenerator:
@@ -276,7 +276,8 @@ class FakeMalformedGenerator:
         outcomes = []
         for i, task in enumerate(tasks):
             chunk = task.chunks[0]
-            good = make_item(task, f"What does document {chunk.doc_id} state about its subject?", chunk.text, self.name, "v1")
+            good = make_item(task, f"What does document {chunk.doc_id} state about the subject of the document?", chunk.text,
+                             self.name, "v1")
             malformed = [
                 good,
                 QAItem(**{**asdict(good), "qa_id": "empty-question", "question": ""}),

@@ -18,6 +18,7 @@ from rag_eval_pipeline.synthesis.items import (
     items_frame,
     make_item,
 )
+from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.synthesis.verification import VerificationSettings, verify_items
 
 CHUNKS = {
@@ -158,6 +159,95 @@ def test_an_unanswerable_item_must_expect_the_refusal(offline_judge, embedder):
     assert _rejection(rejected, "guess") == ("form", "an unanswerable item must expect the refusal as its answer")
 
 
+# --- quality ----------------------------------------------------------------------------------------
+
+
+def _llm_record(chunk_id: str, question: str, ground_truth: str, question_type: str = SIMPLE) -> dict:
+    """An item as an LLM generator writes it: make_item with no template and no topic."""
+    task = GenerationTask(question_type, (_source(chunk_id),), 0)
+    return items_frame([make_item(task, question, ground_truth, "llm:fake", "llm-v1")]).iloc[0].to_dict()
+
+
+LLM_GOOD = _llm_record("retention.md#0", "For how many days are RouteWise API request logs kept?", CHUNKS["retention.md#0"])
+LLM_MALFORMED = {
+    "no question word": _llm_record("retention.md#1", "The retention period of the shipment system backups?",
+                                    CHUNKS["retention.md#1"]),
+    "a dangling fragment: it ends in 'it'": _llm_record("travel.md#0", "What does the travel policy say about it?",
+                                                        CHUNKS["travel.md#0"]),
+    "words run together": _llm_record("oncall.md#0", "How long does an oncallshiftathalcyonfreightlast in days?",
+                                      CHUNKS["oncall.md#0"]),
+}
+
+
+def test_malformed_llm_questions_are_rejected_at_the_quality_stage_with_their_reason(offline_judge, embedder):
+    rows = [*LLM_MALFORMED.values(), LLM_GOOD]
+
+    kept, rejected = _verify(rows, offline_judge, embedder)
+
+    assert kept["qa_id"].tolist() == [LLM_GOOD["qa_id"]]
+    assert sorted(rejected["qa_id"]) == sorted(r["qa_id"] for r in LLM_MALFORMED.values())
+    for because, row in LLM_MALFORMED.items():
+        stage, reason = _rejection(rejected, row["qa_id"])
+        assert stage == "quality" and because in reason, (row["question"], reason)
+    assert set(rejected["generator"]) == {"llm:fake"}
+
+
+def test_kept_items_carry_their_quality_score(offline_judge, embedder):
+    rows = [LLM_GOOD, *GOOD.values()]
+
+    kept, _ = _verify(rows, offline_judge, embedder)
+
+    assert "quality_score" in kept.columns and len(kept)
+    scores = kept.set_index("qa_id")["quality_score"]
+    assert scores.map(lambda s: isinstance(s, float) and 0.0 < s <= 1.0).all(), scores.to_dict()
+    # The score is the quality stage's verdict on the question itself.
+    assert scores[LLM_GOOD["qa_id"]] == assess(LLM_GOOD["question"], SIMPLE).score
+
+
+def test_a_long_fill_in_the_blank_keeps_a_lower_score_than_a_plain_question(offline_judge, embedder):
+    blank = _llm_record("travel.md#0", 'According to "Travel", what value fills the blank in "Flights must be booked at '
+                        'least ____ before departure unless the trip is urgent."?', CHUNKS["travel.md#0"])
+
+    kept, rejected = _verify([blank, GOOD["logs"]], offline_judge, embedder)
+
+    assert rejected.empty, rejected[["stage", "reason"]].to_dict("records")
+    scores = kept.set_index("qa_id")["quality_score"]
+    assert scores[blank["qa_id"]] < scores[GOOD["logs"]["qa_id"]]
+
+
+def test_a_section_name_as_an_unanswerable_topic_is_rejected_with_the_corpus_headings(offline_judge, embedder):
+    task = GenerationTask(UNANSWERABLE, (_source("safety.md#4"),), 0)
+    item = make_item(task, "What is the phone number of the person responsible for History?", REFUSAL,
+                     "offline-template", "template-v3", "absent-fact", "History")
+    chunks = CHUNK_FRAME.assign(heading=["History" if c == "safety.md#4" else "" for c in CHUNK_FRAME["chunk_id"]])
+
+    kept, rejected = verify_items(items_frame([item]), chunks, offline_judge, embedder)
+
+    assert kept.empty
+    stage, reason = _rejection(rejected, item.qa_id)
+    assert stage == "quality" and "section" in reason and "History" in reason
+
+
+def test_quality_runs_after_form_and_before_the_gold_ids(offline_judge, embedder):
+    malformed_and_unknown_gold = _bad("logs", "both", question="The retention period of the request logs?",
+                                      gold_chunk_ids=["nope#0"])
+    too_short_and_malformed = _bad("logs", "short", question="logs retained?")
+
+    _, rejected = _verify([malformed_and_unknown_gold, too_short_and_malformed], offline_judge, embedder)
+
+    assert _rejection(rejected, "both")[0] == "quality"
+    assert _rejection(rejected, "short")[0] == "form"
+
+
+def test_items_written_before_topics_were_recorded_are_still_verified(offline_judge, embedder):
+    without_topic = pd.DataFrame([LLM_GOOD]).drop(columns=["topic"])
+
+    kept, rejected = verify_items(without_topic, CHUNK_FRAME, offline_judge, embedder)
+
+    assert rejected.empty and kept["qa_id"].tolist() == [LLM_GOOD["qa_id"]]
+    assert 0.0 < kept["quality_score"].iloc[0] <= 1.0
+
+
 # --- gold ids ---------------------------------------------------------------------------------------
 
 
@@ -293,8 +383,9 @@ def test_an_unanswerable_question_a_chunk_answers_is_rejected(offline_judge, emb
 
 def test_a_near_duplicate_question_is_rejected_and_the_first_kept(offline_judge, embedder):
     first = GOOD["shift"]
-    # Same words, different case and punctuation: the same question to the embedding model.
-    twin = _bad("shift", "twin", question="  " + first["question"].upper().replace("?", " ?!") + "  ")
+    # Same words, different case and spacing: the same question to the embedding model. (Still ending in "?":
+    # the quality stage, which runs first, rejects a question that does not.)
+    twin = _bad("shift", "twin", question="  " + first["question"].upper().replace("?", " ?") + "  ")
 
     kept, rejected = _verify([first, twin, GOOD["logs"]], offline_judge, embedder)
 

@@ -48,6 +48,7 @@ def _golden(items) -> pd.DataFrame:
     frame = items_frame(items)
     frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
     frame["grounded"] = True
+    frame["quality_score"] = 1.0
     return frame[GOLDEN_COLUMNS]
 
 

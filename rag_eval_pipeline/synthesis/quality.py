@@ -1,0 +1,150 @@
+"""The quality stage: is a question well formed enough that a reviewer would keep it?
+
+It runs on every generated item before grounding, whoever wrote it (the offline templates or an LLM).
+Grammar-level checks, each with the reason a reviewer would give:
+
+  question form   ends with '?', opens with a question word or an auxiliary ("In which year ...",
+                  "According to X, what ..." count), starts with a capital letter
+  subject         asks about something: content words beyond the question's own frame, and a topic
+                  ("... about X?", "What is X?", or the topic a template filled in) that is a noun phrase
+                  standing on its own (see `phrases.phrase_problem`)
+  length          at least 4 words (the form stage bounds the maximum)
+  fragments       no dangling last word ("... say about it?"), balanced quotes and brackets, no word
+                  repeated twice in a row, no words run together by PDF extraction, no table debris quoted
+
+A question that fails any check is rejected with its reason. The others get a quality score in [0, 1]:
+1 minus small penalties for what a reviewer would still keep but rather rephrase (a long question, a
+quoted fill-in-the-blank, a one-word topic). The score is a column of the golden set and the review sheet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rag_eval_pipeline.core.text import content_words, is_table_like
+from rag_eval_pipeline.synthesis.items import UNANSWERABLE
+from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS, PRONOUNS, phrase_problem
+
+QUESTION_WORDS = frozenset("what which who whom whose when where why how".split())
+AUXILIARIES = frozenset(
+    "is are was were do does did can could should would will shall may might must has have had".split()
+)
+_LEAD_IN = re.compile(r"^(?:according to|in|under|based on|from|for|within|on)\b[^,?]{1,120},\s*", re.I)
+_PREPOSITION_THEN_QUESTION_WORD = re.compile(r"^(?:in|into|on|at|for|from|to|by|with|under|during|since|of)\s+(?:what|which|whom|whose|how)\b", re.I)
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+_TOPIC_PATTERNS = (
+    re.compile(r"\babout (?P<topic>[^?\"“”]+?)\s*\?$"),
+    re.compile(r"^(?:What|Who) (?:is|are|was|were) (?P<topic>[^?\"“”]+?)\s*\?$"),
+)
+# Words of the question's frame that say nothing about its subject.
+_FRAME_WORDS = set(content_words("say says said according describe define defined value fills blank each state stated"))
+MIN_QUESTION_WORDS = 4
+# A quoted "title" or "section" that is a page number, a page counter or a date was read off a page's edge.
+_PAGE_FURNITURE = re.compile(r"^\s*(?:(?:page|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*page\s+\d+", re.I)
+# A question may end in a preposition ("Who is the report addressed to?"), never in these.
+_DANGLING_QUESTION_ENDS = frozenset(
+    "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
+)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    score: float  # 0 when rejected
+    problem: str | None = None  # the reason for the rejection, None when kept
+    notes: tuple[str, ...] = field(default=())  # what the score's penalties were for
+
+
+@dataclass(frozen=True)
+class QualityContext:
+    """What the checks compare a question with: its chunks' texts and the corpus's section names."""
+
+    source: str = ""  # the texts of the chunks the item was written from
+    section_names: frozenset[str] = frozenset()
+
+
+def assess(question: str, question_type: str, topic: str = "", context: QualityContext = QualityContext()) -> Assessment:
+    """The quality of one question; `topic` is what a template filled in ("" when unknown)."""
+    text = str(question).strip()
+    problem = _form_problem(text) or _fragment_problem(text) or _subject_problem(text, question_type, topic, context)
+    if problem:
+        return Assessment(0.0, problem)
+    notes = _penalties(text, topic)
+    return Assessment(round(max(0.0, 1.0 - sum(p for p, _ in notes)), 2), None, tuple(n for _, n in notes))
+
+
+def _form_problem(text: str) -> str | None:
+    words = text.split()
+    if len(words) < MIN_QUESTION_WORDS:
+        return f"too short to name its subject ({len(words)} words)"
+    if not text.rstrip("\"'”’)]").endswith("?"):
+        return "not a question: it does not end with '?'"
+    if not text[:1].isupper():
+        return "does not start with a capital letter"
+    body = _LEAD_IN.sub("", text)
+    first = body.split()[0].lower().strip("\"'“”") if body.split() else ""
+    if first not in QUESTION_WORDS | AUXILIARIES and not _PREPOSITION_THEN_QUESTION_WORD.match(body):
+        return f"not a question: no question word or auxiliary opens it ({words[0]!r})"
+    return None
+
+
+def _fragment_problem(text: str) -> str | None:
+    last = re.findall(r"[\w'’]+", _QUOTED.sub(" ", text).split("?")[0])
+    if last and (last[-1].lower() in _DANGLING_QUESTION_ENDS or last[-1].lower() in PRONOUNS):
+        return f"a dangling fragment: it ends in {last[-1]!r}"
+    if text.count('"') % 2 or text.count("“") != text.count("”") or text.count("(") != text.count(")"):
+        return "unbalanced quotes or brackets"
+    lowered = re.findall(r"\w+", _QUOTED.sub(" | ", text).lower())
+    repeated = next((a for a, b in zip(lowered, lowered[1:]) if a == b and not a.isdigit()), None)
+    if repeated:
+        return f"a word repeated twice in a row ({repeated!r})"
+    if any(len(w.strip("\"'“”.,?")) > MAX_WORD_CHARS and "/" not in w for w in text.split()):
+        return "words run together (text extracted without spaces)"
+    for quoted in _QUOTED.findall(text):
+        inner = quoted.strip("\"“”")
+        if "____" in quoted and is_table_like(inner.replace("____", " ")):
+            return "the quoted statement is table debris, not a sentence"
+        if "____" not in quoted and _PAGE_FURNITURE.match(inner):
+            return f"names its source by page furniture ({quoted}), not by a title or section"
+    return None
+
+
+def _subject_problem(text: str, question_type: str, topic: str, context: QualityContext) -> str | None:
+    outside_quotes = _QUOTED.sub(" ", text)
+    if not set(content_words(outside_quotes)) - _FRAME_WORDS and "____" not in text:
+        return "no subject: the question asks about nothing in particular"
+    sections = context.section_names if question_type == UNANSWERABLE else frozenset()
+    source = context.source or None
+    if topic:
+        problem = phrase_problem(topic, source, sections)
+        return f"its topic {problem}" if problem else None
+    extracted = _extracted_topic(text)
+    if extracted:
+        problem = phrase_problem(extracted, source, sections, whole=False)
+        return f"its topic {problem}" if problem else None
+    return None
+
+
+def _extracted_topic(text: str) -> str | None:
+    for pattern in _TOPIC_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group("topic").strip()
+    return None
+
+
+def _penalties(text: str, topic: str) -> list[tuple[float, str]]:
+    notes = []
+    n_words = len(text.split())
+    if n_words > 25:
+        notes.append((0.1 if n_words <= 40 else 0.2, f"long question ({n_words} words)"))
+    if "____" in text:
+        notes.append((0.15, "a fill-in-the-blank exercise rather than a question"))
+    quoted = max((len(q.split()) for q in _QUOTED.findall(text)), default=0)
+    if quoted > 20:
+        notes.append((0.1, f"quotes {quoted} words"))
+    if topic and len(topic.split()) == 1:
+        notes.append((0.1, "one-word topic"))
+    if "  " in text:
+        notes.append((0.05, "double spaces"))
+    return notes
