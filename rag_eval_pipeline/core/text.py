@@ -79,6 +79,16 @@ DATE_EXPRESSION = re.compile(
     r"|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4})(?![\w-])",
     re.I,
 )
+# A date without a day: a year, a range of years, a quarter, a month alone.
+_DATE_WITHOUT_DAY = re.compile(rf"(?:19|20)\d\d(?:\s*[-/\u2013]\s*(?:19|20)?\d\d)?|q[1-4]\s+\d{{4}}|{_MONTH}", re.I)
+
+
+def is_date(text: str) -> bool:
+    """'August 2015', '12 March 2021', '2021-03-12', 'Q3 2020', '1998': a date standing alone."""
+    text = " ".join(str(text).strip(" .,;:").split())
+    return bool(DATE_EXPRESSION.fullmatch(text) or _DATE_WITHOUT_DAY.fullmatch(text))
+
+
 # A cell holding a number: "5", "1,234", "8.9", "56%", "(12)", "-3.5", "$40", "2019/20".
 _NUMERIC_CELL = re.compile(r"[(\[]?[-+\u2212]?[$€£¥]?\d[\d.,:/\u2013-]*%?[)\]]?[.,;:]?")
 # A number standing alone, not closing a clause: "2015," in "In 2015, 13 projects" is not bare.

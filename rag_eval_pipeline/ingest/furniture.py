@@ -25,7 +25,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from rag_eval_pipeline.core.text import DATE_EXPRESSION
+from rag_eval_pipeline.core.text import is_date
 
 MIN_DOCUMENT_PAGES = 3
 EDGE_LINES = 4  # non-empty lines at the top and at the bottom of a page that may be furniture
@@ -98,7 +98,7 @@ def strip_furniture(pages: list[str]) -> CleanedPages:
 def is_furniture_text(line: str) -> bool:
     """A page number or a date standing alone: the kind of line that is never a section title."""
     text = _clean(line)
-    return bool(text) and (_page_number_of(text) is not None or bool(DATE_EXPRESSION.fullmatch(text)))
+    return bool(text) and (_page_number_of(text) is not None or is_date(text))
 
 
 # --- the edge zone ----------------------------------------------------------------------------------

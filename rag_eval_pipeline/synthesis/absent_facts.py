@@ -27,7 +27,7 @@ _KIND_NOUNS = {
                     "clinic association government board ministry authority organisation organization institute "
                     "society club firm business charity union library museum newspaper publisher army navy",
     "programme": "programme program project scheme service policy plan initiative campaign strategy fund grant "
-                 "course curriculum competition festival approach",
+                 "course curriculum competition festival",
     "method": "method process procedure system technique tool software application technology standard "
               "framework device machine instrument engine vehicle weapon",
     "settlement": "town city village country county district region province state suburb borough",
@@ -36,7 +36,7 @@ _KIND_NOUNS = {
     "landmark": "hill common heath river lake park wood forest valley garden meadow beach island",
     "route": "road street lane avenue canal railway motorway highway",
     # Not "article" or "letter": in a grammar text they are parts of speech and of the alphabet.
-    "work": "book guide report poem novel story licence license manual handbook magazine "
+    "work": "book report poem novel story licence license manual handbook magazine "
             "journal essay textbook",
 }
 _FRAMES = {
@@ -107,10 +107,10 @@ def frames_for(phrase: str) -> tuple[Frame, ...]:
 
 
 def topic_phrases(sentence: str) -> list[str]:
-    """Noun phrases of a sentence that name a known kind of thing, each with one or two modifiers or a name.
+    """Names in a sentence whose last word says what kind of thing they name.
 
-    'The town council spent the grant on roads.' -> ['the town council']. A bare 'the council' is left out:
-    asked on its own, a reader would not know which council.
+    'Trains to Chobham Road were cancelled.' -> ['Chobham Road']. Common nouns are left out, with or
+    without modifiers: asked on its own, "the town council" leaves a reader asking which one.
     """
     words = _WORD.findall(sentence)
     phrases = []
@@ -119,14 +119,14 @@ def topic_phrases(sentence: str) -> list[str]:
         if word.lower() not in _KIND_OF or (i + 1 < len(words) and _kind_of_word(words[i + 1])):
             continue
         modifiers = _modifiers(words, i)
-        if not modifiers or (word[:1].isupper() and not all(m[:1].isupper() for m in modifiers)):
-            continue  # a bare noun, or a name with a stray lowercase word in it ('the ton Street')
         start = i - len(modifiers)
-        if start == 0 and not word[:1].isupper():  # "Town council spent ...": a capital of the sentence, not a name
-            modifiers = [modifiers[0].lower(), *modifiers[1:]]
+        # Only a name identifies the thing to someone who has not read the passage: "Chobham Road", not
+        # "the train service" (which one?). The first word of a sentence is capitalised anyway.
+        if not modifiers or start == 0 or not all(m[:1].isupper() for m in modifiers) \
+                or modifiers[-1].endswith(("ward", "wards", "ses")):  # a direction ("Londonward"), a possessive ("Joneses house")
+            continue
         phrase = " ".join(modifiers + [word])
-        # A common noun takes "the"; a name takes it where the text gives it ("the Natural History Museum").
-        if not modifiers[0][:1].isupper() or (start and words[start - 1].lower() == "the"):
+        if words[start - 1].lower() == "the":  # a name takes "the" where the text gives it ("the Natural History Museum")
             phrase = f"the {phrase}"
         if phrase_problem(phrase, sentence) is None:
             phrases.append(phrase)
@@ -135,16 +135,24 @@ def topic_phrases(sentence: str) -> list[str]:
 
 def _modifiers(words: list[str], head: int) -> list[str]:
     """Up to two words before the head that read as modifiers (lowercase content words), or up to three
-    capitalised ones of a name ('New York Times newspaper')."""
+    capitalised ones of a name ('New York Times newspaper'); none when a longer name would be cut
+    ('York City' of 'New York City')."""
     taken: list[str] = []
     limit = 3 if head and words[head - 1][:1].isupper() else 2
     for word in reversed(words[max(0, head - limit):head]):
         if taken and word[:1].isupper() != taken[0][:1].isupper():
             break  # a name and a common word do not make one modifier
         lower = word.lower()
-        if lower in _NOT_MODIFIER or lower.endswith(("ly", "ed", "ing")) or not word.isalpha():
+        # Inside a name, "New" or "Great" is part of it, not a vague adjective.
+        refused = (_NOT_MODIFIER - _VAGUE_MODIFIERS) if word[:1].isupper() else _NOT_MODIFIER
+        verb_like = word[:1].islower() and lower.endswith(("ly", "ed", "ing"))  # "Woking" is a name
+        if lower in refused or verb_like or not word.isalpha():
             break
         taken.insert(0, word)
+    start = head - len(taken)
+    if taken and taken[0][:1].isupper() and start > 1 and words[start - 1][:1].isupper() \
+            and words[start - 1].lower() not in STOPWORDS:
+        return []  # the name goes on before what we took
     return taken
 
 

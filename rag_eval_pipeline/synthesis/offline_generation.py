@@ -32,7 +32,7 @@ from rag_eval_pipeline.synthesis.absent_facts import frames_for, topic_phrases
 from rag_eval_pipeline.synthesis.phrases import DANGLING_ENDS, is_date, phrase_problem
 from rag_eval_pipeline.synthesis.planning import topic_terms
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.core.text import content_words, is_table_like, numbers, sha256
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_table_like, numbers, sha256
 
 _DEFINITION = re.compile(r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?P<verb>is|are) (?:the|a|an) ", re.U)
 _QUANTITY = re.compile(
@@ -49,8 +49,8 @@ _VERB = re.compile(
 _CONNECTIVES = set(content_words("unless because although including however therefore example instead whether while"))
 # A two-word term reads as a noun phrase where a determiner or a preposition stands before it.
 _NOUN_PHRASE_OPENERS = frozenset(
-    "the a an this that these those its their his her our your of for in on at by with from into about to "
-    "between among".split()
+    "the a an this that these those its their his her our your of for in on at by with from into about "
+    "between among".split()  # not "to": "to remain consistent" is a verb, not a thing
 )
 
 # Several phrasings per template; each task takes one by its id, so a run is repeatable and a set varied.
@@ -217,13 +217,23 @@ def _both(first: SourceChunk, second: SourceChunk) -> str | None:
 
 
 def _section_named(chunk: SourceChunk) -> bool:
-    """A heading worth naming in a question: its own words, not the title, a date, a bare number or a
-    line that trails off ('Commonly Confused Words and')."""
+    """A heading worth naming in a question: its own words, not the title, a date, a bare number, a line
+    that trails off ('Commonly Confused Words and') or table cells read as one line."""
     heading = chunk.heading.strip()
     words = heading.lower().split()
     return bool(heading) and heading != chunk.title and bool(content_words(heading)) and not is_date(heading) \
         and len(words) <= 10 and not is_table_like(heading) and words[-1] not in DANGLING_ENDS \
-        and not re.search(r"[?!\"“”‘’]", heading)
+        and not re.search(r"[?!\"“”‘’()\[\]]", heading) and not _joined_cells(heading)
+
+
+def _joined_cells(heading: str) -> bool:
+    """Cells of a table row that PDF extraction joined: a content word twice ('Proper nouns Common nouns'),
+    or a capitalised word inside the line followed by a lowercase one ('United States country')."""
+    words = [w for w in re.findall(r"[\w'’-]+", heading) if w.lower() not in STOPWORDS]
+    repeated = len({w.lower() for w in words}) < len(words)
+    inner = words[1:]
+    mixed = any(a[:1].isupper() and b[:1].islower() for a, b in zip(inner, inner[1:]))
+    return repeated or mixed
 
 
 def _information(sentence: str) -> float:

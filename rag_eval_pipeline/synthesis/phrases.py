@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_table_like
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like
 
 PRONOUNS = frozenset(
     "i me my mine we us our ours you your yours he him his she her hers it its they them their theirs one ones "
@@ -45,28 +45,23 @@ DANGLING_ENDS = frozenset(
 DANGLING_IN_QUESTIONS = frozenset(
     "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
 )
+# "the following test", "the same rule": which one depends on text the question does not carry.
+POINTING_MODIFIERS = frozenset("following previous above below same other former latter next last".split())
+# Adjectives a two-word term can end in when it is cut from a longer phrase ("a little black")...
+ADJECTIVE_ENDS = frozenset(
+    "black white red green blue grey gray little big small large good bad new old possible consistent "
+    "different important available whole entire certain "
+    # and verbs, when a term is cut from a clause ("a sentence write", "remain consistent")
+    "write remain use make take give keep need show go come get".split()
+)
 # Head nouns too general to name anything: "a quick way", "the good news", "the bottom line".
 VAGUE_HEADS = frozenset("way ways thing things stuff lot bit kind sort part point fact case news line matter idea rest".split())
-_MONTHS = (
-    "january|february|march|april|may|june|july|august|september|october|november|december|"
-    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
-_DATE = re.compile(
-    rf"^(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?,?)?(?:\s+\d{{2,4}})?"
-    rf"|\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}}|(?:19|20)\d\d(?:\s*[-/]\s*(?:19|20)?\d\d)?|q[1-4]\s+\d{{4}})$",
-    re.I,
-)
 _LABEL = re.compile(r"^[\w .()-]{1,20}:(\s|$)")  # "TIP:", "Note:", "Step 1:" at the start
 _SECTION_NUMBER = re.compile(r"^(?:chapter|section|part|appendix|page|unit|lesson|figure|table|step)\s+[\dIVXLCivxlc]+[a-z]?\b", re.I)
 # A word longer than this is PDF text whose spaces were lost ("Inawelfarestate,howshallwedeal"), not a word.
 MAX_WORD_CHARS = 24
 MAX_PHRASE_WORDS = 8
 _PHRASE_WORD = re.compile(r"[\w][\w'’.-]*", re.U)
-
-
-def is_date(text: str) -> bool:
-    """'August 2015', '12 March 2021', '2021-03-12', 'Q3 2020', '1998': a date, not a thing."""
-    return bool(_DATE.match(" ".join(text.strip(" .,;:").split())))
 
 
 def phrase_problem(phrase: str, source: str | None = None, section_names: frozenset[str] = frozenset(),
@@ -104,6 +99,10 @@ def phrase_problem(phrase: str, source: str | None = None, section_names: frozen
         return f"names nothing (only function words): {text!r}"
     if any(w in ("The", "A", "An") for w in words[1:]):
         return f"two fragments run together (a capitalised article inside): {text!r}"
+    if len(lower) > 1 and lower[0] in ARTICLES and words[1].islower() and lower[1] in POINTING_MODIFIERS:
+        return f"points back at something unnamed ('{words[1]} ...'): {text!r}"
+    if words[-1].islower() and lower[-1] in ADJECTIVE_ENDS:  # "Bethnal Green" is a name
+        return f"ends in an adjective or a verb, not a thing: {text!r}"
     if lower[-1] in VAGUE_HEADS and len(words) <= 3:
         return f"too general to name anything ('{words[-1]}'): {text!r}"
     pointer = next((w for w in lower[1:] if w in DEMONSTRATIVES - {"such"}), None)
@@ -143,8 +142,15 @@ def _word_problem(text: str, words: list[str]) -> str | None:
         return f"run-together words (text extracted without spaces): {text[:60]!r}"
     if any(len(w) == 1 and w.isalpha() and w.lower() not in ("a", "i") for w in words):
         return f"a single letter standing as a word (a word cut short?): {text!r}"
-    if re.search(r"\w- \w", text):
-        return f"a word broken at a line end: {text!r}"
+    if re.search(r"\w- \w|\w[\u2014\u2013]\w", text):
+        return f"a word broken at a line end, or two run together by a dash: {text!r}"
+    if re.search(r"[\u201e\u201f\u200b-\u200f\ufeff\ufffd]", text):
+        return f"odd characters from text extraction: {text!r}"
+    fragment = next((w for before, w in zip([""] + words, words)
+                     if len(w) == 2 and w.islower() and w.isalpha() and w not in _TWO_LETTER_WORDS
+                     and not before[-1:].isdigit()), None)  # "5 km" is a measure
+    if fragment:
+        return f"a word cut short or broken ({fragment!r}): {text!r}"
     if re.match(r"\d[\d.,]*\s+(?:of\s+\d|[A-Z])", text):
         return f"starts with a page number run into the text: {text!r}"
     return None
@@ -163,6 +169,10 @@ def _cut_word(words: list[str], source: str) -> str | None:
     return None
 
 
+_TWO_LETTER_WORDS = frozenset(
+    "of to in it is be as at so we he by or on do if me my up an go no us am ox ah oh ok hi id ma pa ex vs tv uk "
+    "ad da de di du la le el al von van km kg cm mm ml lb oz ft mi".split()
+)
 # What a whole word may gain in the source without the phrase's form being a cut ('year' of 'years').
 _INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "'s", "’s", "er", "ers", "ly", "n", "en"})
 
