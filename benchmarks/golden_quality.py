@@ -2,9 +2,12 @@
 precision of the quality stage's rejections, and what the change costs in verified pairs per hour.
 
     .venv/bin/python benchmarks/golden_quality.py --against 5d9265f [--n 100] [--repeats 3]
+    .venv/bin/python benchmarks/golden_quality.py --against 5d9265f --corpus edge_cases   # held out
+    .venv/bin/python benchmarks/golden_quality.py --against 5d9265f --corpus data/tenants/demo --n 40
 
 Both trees (this checkout and the earlier commit, checked out with `git worktree` beside the repository,
-as benchmarks/compare_commits.py does) synthesise a golden set from ../shared/corpus/pdfs with the offline
+as benchmarks/compare_commits.py does) synthesise a golden set from ../shared/corpus/pdfs (or another folder
+with --corpus: ../shared/corpus/edge_cases and our demo tenant were not used to tune the rules) with the offline
 generator and the offline judge, each in a fresh process, alternately, `--repeats` times, on one shared
 embedding cache that a first untimed run warms. Throughput counts the whole ingest-to-golden-set path.
 
@@ -18,7 +21,7 @@ discards a question when it
   - (unanswerable) asks for a kind of fact that does not fit its topic (the budget of a poem);
   - names its source by page furniture ("the "Page 2/7" section", a title "1").
 Questions not in the labels are listed and the run fails: label them and rerun.
-Writes benchmarks/results/golden_quality.json.
+Writes benchmarks/results/golden_quality.json (golden_quality_<corpus>.json for another corpus).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 LABELS = REPO_ROOT / "benchmarks" / "labels" / "golden_quality.jsonl"
-CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "pdfs"
+SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 TYPES = ("simple", "multi_context", "unanswerable")
 
 # Runs in each tree's own process, that tree's code first on PYTHONPATH; the API used exists in both.
@@ -74,9 +77,9 @@ def add_worktree(revision: str) -> Path:
     return path
 
 
-def synthesise(tree: Path, n: int, cache: Path) -> dict:
+def synthesise(tree: Path, corpus: Path, n: int, cache: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", SYNTHESIS, str(CORPUS), str(n), str(cache)], cwd=tree, env=env,
+    done = subprocess.run([sys.executable, "-c", SYNTHESIS, str(corpus), str(n), str(cache)], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"synthesis in {tree} failed:\n{done.stderr[-3000:]}")
@@ -139,25 +142,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", required=True, help="the earlier commit (today's generator)")
     parser.add_argument("--n", type=int, default=100, help="items requested per golden set")
+    parser.add_argument("--corpus", default="pdfs", help="folder of ../shared/corpus (or of this repository) to synthesise from")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per tree")
     parser.add_argument("--unlabeled", type=Path, help="write the questions that lack a label here (JSONL) and stop")
     args = parser.parse_args()
     trees = {"before": add_worktree(args.against), "after": REPO_ROOT}
+    corpus = SHARED_CORPUS / args.corpus if (SHARED_CORPUS / args.corpus).is_dir() else (REPO_ROOT / args.corpus)
+    if not corpus.is_dir():
+        raise SystemExit(f"no corpus folder {corpus}")
     with tempfile.TemporaryDirectory() as scratch:
         cache = Path(scratch) / "embeddings.sqlite"
         for tree in trees.values():  # warm the shared cache with each tree's chunks, untimed
-            synthesise(tree, args.n, cache)
+            synthesise(tree, corpus, args.n, cache)
         runs = {name: [] for name in trees}
         for _ in range(args.repeats):
             for name, tree in trees.items():
-                runs[name].append(synthesise(tree, args.n, cache))
+                runs[name].append(synthesise(tree, corpus, args.n, cache))
     labels = read_labels()
     missing = unlabeled([runs["before"][0], runs["after"][0]], labels)
     if missing:
         if args.unlabeled:
             args.unlabeled.write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in missing), encoding="utf-8")
         raise SystemExit(f"{len(missing)} questions have no label in {LABELS.name}" + (f"; listed in {args.unlabeled}" if args.unlabeled else ""))
-    report = {"corpus": "shared/corpus/pdfs", "against": args.against, "n_requested": args.n, "repeats": args.repeats,
+    report = {"corpus": f"shared/corpus/{args.corpus}", "against": args.against, "n_requested": args.n, "repeats": args.repeats,
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     for name in trees:
         first = runs[name][0]
@@ -174,7 +181,8 @@ def main() -> None:
     report["verified_per_hour_ratio_after_before"] = round(
         report["after"]["verified_per_hour_median"] / report["before"]["verified_per_hour_median"], 3)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "golden_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+    name = "golden_quality.json" if args.corpus == "pdfs" else f"golden_quality_{Path(args.corpus).name}.json"
+    (RESULTS / name).write_text(json.dumps(report, indent=2) + "\n")
     print_summary(report)
 
 
@@ -184,7 +192,7 @@ def print_summary(report: dict) -> None:
         side = report[name]
         keeps = side["reviewer_keeps"]
         cells = " ".join(f"{keeps[t]['kept_by_reviewer']:>5}/{keeps[t]['n']:<3} {keeps[t]['share'] or 0:>4.2f}" for t in TYPES)
-        print(f"{name:8} {side['verified']:>8} {keeps['all']['share']:>9.2f} {cells} {side['verified_per_hour_median']:>8}")
+        print(f"{name:8} {side['verified']:>8} {keeps['all']['share'] or 0:>9.2f} {cells} {side['verified_per_hour_median']:>8}")
     quality = report["after"]["quality_stage"]
     earlier = report["quality_stage_on_before_questions"]
     print(f"quality stage in the new run: {quality['rejected']} rejected, {quality['labelled_discard']} labelled discard "

@@ -167,6 +167,8 @@ def main() -> None:
                 continue
             if relative not in labels:
                 files[relative]["unlabelled"] = True
+    if not files:
+        raise SystemExit(f"no PDF found under {CORPUS}: nothing measured, results left as they were")
     totals = {key: sum(f[key] for f in files.values()) for key in TOTALLED}
     result = {
         "benchmark": "ingestion_furniture",

@@ -141,7 +141,8 @@ def table_rows(lines: list[str]) -> set[int]:
     """Indexes of the lines that read as table rows.
 
     A table-like line joins a table when a neighbour is table-like too, or when it starts afresh (after a
-    blank line or a finished sentence); a lone number-heavy line inside a running sentence stays prose.
+    blank line or a finished sentence) and does not run on into the next line; a lone number-heavy line
+    inside a running sentence stays prose.
     """
     filled = [index for index, line in enumerate(lines) if line.strip()]
     table_like = {index for index in filled if is_table_like(lines[index])}
@@ -152,7 +153,9 @@ def table_rows(lines: list[str]) -> set[int]:
         before = filled[position - 1] if position > 0 else None
         after = filled[position + 1] if position + 1 < len(filled) else None
         starts_afresh = before is None or before != index - 1 or lines[before].rstrip()[-1:] in ".!?:"
-        if before in table_like or after in table_like or starts_afresh:
+        # A lone line that runs on into the next ("... to 3,400 (2010), / driven by ...") is prose.
+        runs_on = after == index + 1 and (lines[index].rstrip()[-1:] in ",;" or lines[after].strip()[:1].islower())
+        if before in table_like or after in table_like or (starts_afresh and not runs_on):
             rows.add(index)
     return rows
 

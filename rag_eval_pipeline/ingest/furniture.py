@@ -111,7 +111,9 @@ def _clean(line: str) -> str:
 
 def _edge_lines(page: int, page_lines: list[str]) -> list[_EdgeLine]:
     filled = [index for index, line in enumerate(page_lines) if _clean(line)]
-    top, bottom = filled[:EDGE_LINES], filled[-EDGE_LINES:]
+    # A short page (a slide, a worksheet) keeps a body of its own: otherwise every line would be an edge line.
+    depth = min(EDGE_LINES, max(2, len(filled) // 3))
+    top, bottom = filled[:depth], filled[-depth:]
     edges = []
     for rank, index in enumerate(filled):
         if index in top or index in bottom:
@@ -200,7 +202,7 @@ def _merged_lines(edges: list[list[_EdgeLine]], edits: dict, repeated: list[_Edg
     of the same edge: two runs pypdf joined on one baseline ("SCIENCE, VOL. 162" and the download stamp)."""
     texts = sorted(
         {(edge.kind, edge.text.lower()) for edge in repeated if len(edge.text) >= MIN_MERGED_CHARS},
-        key=lambda item: len(item[1]),
+        key=lambda item: (len(item[1]), item[1]),  # ties by text: the same cut in every run
         reverse=True,
     )
     for page_edges in edges:
@@ -230,8 +232,8 @@ def _cut(text: str, furniture: str) -> tuple[str, str] | None:
     A line that begins with it and runs on in lowercase is a sentence quoting the title, not a merge.
     """
     lowered, size = text.lower(), len(furniture)
-    if len(lowered) <= size:
-        return None
+    if len(lowered) != len(text) or len(lowered) <= size:
+        return None  # lowercasing changed the length ("İ"): positions in the lowered text would cut real words
     if lowered.endswith(furniture) and lowered[-size - 1] == " ":
         return text[:-size].strip(), text[-size:]
     if lowered.startswith(furniture) and lowered[size] == " " and not text[size:].strip()[:1].islower():

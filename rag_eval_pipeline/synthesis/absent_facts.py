@@ -33,10 +33,10 @@ _KIND_NOUNS = {
     "settlement": "town city village country county district region province state suburb borough",
     "building": "station airport building house church chapel cathedral bridge inn hotel factory mill observatory "
                 "laboratory prison castle tower theatre theater",
-    "landmark": "hill common heath river lake park wood forest valley garden meadow beach island",
+    "landmark": "hill common heath river lake park wood forest garden meadow beach island",
     "route": "road street lane avenue canal railway motorway highway",
     # Not "article" or "letter": in a grammar text they are parts of speech and of the alphabet.
-    "work": "book report poem novel story licence license manual handbook magazine "
+    "work": "book report poem novel story manual handbook magazine "
             "journal essay textbook",
 }
 _FRAMES = {
@@ -115,9 +115,13 @@ def topic_phrases(sentence: str) -> list[str]:
     words = _WORD.findall(sentence)
     phrases = []
     for i, word in enumerate(words):
-        # A singular head only (the frames ask about one thing), not a modifier of the next noun ('school board').
-        if word.lower() not in _KIND_OF or (i + 1 < len(words) and _kind_of_word(words[i + 1])):
+        if word.lower() not in _KIND_OF:  # a singular head only: the frames ask about one thing
             continue
+        following = words[i + 1:i + 3]
+        if following and (_kind_of_word(following[0]) or (word[:1].isupper() and following[0][:1].isupper())):
+            continue  # a modifier of the next noun ('school board'), or a name going on ('Hill Road')
+        if len(following) == 2 and following[0] in ("of", "for", "and") and following[1][:1].isupper():
+            continue  # "the London School of Economics": the name goes on after the head
         modifiers = _modifiers(words, i)
         start = i - len(modifiers)
         # Only a name identifies the thing to someone who has not read the passage: "Chobham Road", not
@@ -150,10 +154,19 @@ def _modifiers(words: list[str], head: int) -> list[str]:
             break
         taken.insert(0, word)
     start = head - len(taken)
-    if taken and taken[0][:1].isupper() and start > 1 and words[start - 1][:1].isupper() \
-            and words[start - 1].lower() not in STOPWORDS:
-        return []  # the name goes on before what we took
+    if taken and taken[0][:1].isupper() and _name_goes_on(words, start):
+        return []  # "York City" of "New York City", "England Museum" of "Bank of England Museum"
     return taken
+
+
+def _name_goes_on(words: list[str], start: int) -> bool:
+    """Whether the name ending at the head starts before `start`: a capitalised word, or one joined by
+    "of", "and" or "&" to a capitalised word ("Port of London Authority")."""
+    before = words[start - 1] if start >= 1 else ""
+    if start > 1 and before[:1].isupper() and before.lower() not in STOPWORDS:
+        return True
+    # words[0] is capitalised as the sentence's first word, not as a name: "Pupils of Edmonds College".
+    return start > 2 and before.lower() in ("of", "and", "&", "for", "de", "du") and words[start - 2][:1].isupper()
 
 
 def _kind_of_word(word: str) -> str | None:

@@ -77,7 +77,7 @@ def phrase_problem(phrase: str, source: str | None = None, section_names: frozen
     if not words:
         return "names nothing (empty)"
     lower = [w.lower().strip("\"'“”‘’()[],.;") for w in words]
-    if is_date(text):
+    if is_date(text) and whole:
         return f"a date, not a thing: {text!r}"
     shape = _shape_problem(text, words) if whole else _word_problem(text, words)
     if shape:
@@ -111,8 +111,10 @@ def phrase_problem(phrase: str, source: str | None = None, section_names: frozen
     clause = next((w for w in lower[1:] if w in CLAUSE_WORDS), None)
     if clause and whole:
         return f"holds a clause ('{clause} ...'), not just a noun phrase: {text!r}"
-    if lower[0] in ARTICLES and len(content_words(text)) == 1 and not words[-1][:1].isupper() and len(words) == 2:
+    if lower[0] == "the" and len(words) == 2 and words[-1].isalpha() and words[-1].islower():
         return f"a definite reference to something unnamed: {text!r}"
+    if not whole:  # a topic in an LLM's own words: "Section 230", "Q3 2021", "contact info" are fine there
+        return None
     if _SECTION_NUMBER.match(text) or normalise_heading(text) in section_names:
         return f"a section's name, not a thing: {text!r}"
     if source is not None:
@@ -140,7 +142,7 @@ def _word_problem(text: str, words: list[str]) -> str | None:
         return f"a label ({text.split(':')[0]}:), not a thing: {text!r}"
     if any(len(w) > MAX_WORD_CHARS for w in words):
         return f"run-together words (text extracted without spaces): {text[:60]!r}"
-    if any(len(w) == 1 and w.isalpha() and w.lower() not in ("a", "i") for w in words):
+    if any(len(w) == 1 and w.isalpha() and w.islower() and w != "a" for w in words):  # "vitamin D" is fine
         return f"a single letter standing as a word (a word cut short?): {text!r}"
     if re.search(r"\w- \w|\w[\u2014\u2013]\w", text):
         return f"a word broken at a line end, or two run together by a dash: {text!r}"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rag_eval_pipeline.core.text import content_words, is_table_like
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_table_like
 from rag_eval_pipeline.synthesis.items import UNANSWERABLE
 from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS, PRONOUNS, phrase_problem
 
@@ -30,7 +30,6 @@ QUESTION_WORDS = frozenset("what which who whom whose when where why how".split(
 AUXILIARIES = frozenset(
     "is are was were do does did can could should would will shall may might must has have had".split()
 )
-_LEAD_IN = re.compile(r"^(?:according to|in|under|based on|from|for|within|on)\b[^,?]{1,120},\s*", re.I)
 _PREPOSITION_THEN_QUESTION_WORD = re.compile(r"^(?:in|into|on|at|for|from|to|by|with|under|during|since|of)\s+(?:what|which|whom|whose|how)\b", re.I)
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 _TOPIC_PATTERNS = (
@@ -40,6 +39,7 @@ _TOPIC_PATTERNS = (
 # Words of the question's frame that say nothing about its subject.
 _FRAME_WORDS = set(content_words("say says said according describe define defined value fills blank each state stated"))
 MIN_QUESTION_WORDS = 4
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # and the full-width and Arabic question marks
 # A quoted "title" or "section" that is a page number, a page counter or a date was read off a page's edge.
 _PAGE_FURNITURE = re.compile(r"^\s*(?:(?:page|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*page\s+\d+", re.I)
 # A question may end in a preposition ("Who is the report addressed to?"), never in these.
@@ -64,8 +64,15 @@ class QualityContext:
 
 
 def assess(question: str, question_type: str, topic: str = "", context: QualityContext = QualityContext()) -> Assessment:
-    """The quality of one question; `topic` is what a template filled in ("" when unknown)."""
+    """The quality of one question; `topic` is what a template filled in ("" when unknown).
+
+    The grammar checks are English; a question in another language (an LLM may write one for a corpus
+    in that language) is checked only for being a non-empty question.
+    """
     text = str(question).strip()
+    if not _reads_as_english(text):
+        problem = _foreign_form_problem(text)
+        return Assessment(0.0, problem) if problem else Assessment(1.0)
     problem = _form_problem(text) or _fragment_problem(text) or _subject_problem(text, question_type, topic, context)
     if problem:
         return Assessment(0.0, problem)
@@ -77,15 +84,33 @@ def _form_problem(text: str) -> str | None:
     words = text.split()
     if len(words) < MIN_QUESTION_WORDS:
         return f"too short to name its subject ({len(words)} words)"
-    if not text.rstrip("\"'”’)]").endswith("?"):
+    if not text.rstrip("\"'”’)]").endswith(_QUESTION_MARKS):
         return "not a question: it does not end with '?'"
-    if not text[:1].isupper():
+    if not text[:1].isupper() and not text[:1].isdigit():
         return "does not start with a capital letter"
-    body = _LEAD_IN.sub("", text)
-    first = body.split()[0].lower().strip("\"'“”") if body.split() else ""
-    if first not in QUESTION_WORDS | AUXILIARIES and not _PREPOSITION_THEN_QUESTION_WORD.match(body):
+    # The question word may follow a lead-in: "According to X, what ...", "If A, how ...", "Suppose A. What ...".
+    clauses = [text, *(part for part in re.split(r"[,:;.]\s+", text)[1:])]
+    if not any(_opens_a_question(clause) for clause in clauses):
         return f"not a question: no question word or auxiliary opens it ({words[0]!r})"
     return None
+
+
+def _foreign_form_problem(text: str) -> str | None:
+    if len(text.split()) < 2 or sum(ch.isalpha() for ch in text) < 4:
+        return "too short to name its subject"
+    if not text.rstrip("\"'”’)]").endswith(_QUESTION_MARKS):
+        return "not a question: it does not end with a question mark"
+    return None
+
+
+def _opens_a_question(clause: str) -> bool:
+    first = clause.split()[0].lower().strip("\"'“”(") if clause.split() else ""
+    return first in QUESTION_WORDS | AUXILIARIES or bool(_PREPOSITION_THEN_QUESTION_WORD.match(clause))
+
+
+def _reads_as_english(text: str) -> bool:
+    """At least one English function word: enough to apply English grammar checks."""
+    return any(word in STOPWORDS for word in re.findall(r"[a-z']+", text.lower()))
 
 
 def _fragment_problem(text: str) -> str | None:
@@ -94,7 +119,7 @@ def _fragment_problem(text: str) -> str | None:
         return f"a dangling fragment: it ends in {last[-1]!r}"
     if text.count('"') % 2 or text.count("“") != text.count("”") or text.count("(") != text.count(")"):
         return "unbalanced quotes or brackets"
-    lowered = re.findall(r"\w+", _QUOTED.sub(" | ", text).lower())
+    lowered = re.findall(r"\w+(?:-\w+)*", _QUOTED.sub(" | ", text).lower())  # "Baden-Baden" is one word
     repeated = next((a for a, b in zip(lowered, lowered[1:]) if a == b and not a.isdigit()), None)
     if repeated:
         return f"a word repeated twice in a row ({repeated!r})"

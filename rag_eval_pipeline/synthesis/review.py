@@ -59,8 +59,22 @@ class _Decision:
 # ---- the sheet -------------------------------------------------------------------------------
 
 
+def with_quality_columns(golden: pd.DataFrame) -> pd.DataFrame:
+    """A golden set published before the quality stage existed, given its columns: the score the stage
+    gives its question now (no topic, no source: what it reads alone), and an empty topic."""
+    if {"quality_score", "topic"} <= set(golden.columns):
+        return golden
+    golden = golden.copy()
+    if "topic" not in golden:
+        golden["topic"] = ""
+    if "quality_score" not in golden:
+        golden["quality_score"] = [assess(str(q), str(t)).score for q, t in zip(golden["question"], golden["question_type"])]
+    return golden
+
+
 def review_sheet(golden: pd.DataFrame) -> pd.DataFrame:
     """One row per item with what a reviewer reads, and empty columns for what they decide."""
+    golden = with_quality_columns(golden)
     rows = [
         {
             "qa_id": str(item["qa_id"]),
@@ -113,6 +127,7 @@ def _sheet_format(path: Path) -> str:
 
 def apply_review(golden: pd.DataFrame, decisions: pd.DataFrame, verify: Verify) -> ReviewResult:
     """The reviewed golden set, the items the review removed, and counts per outcome."""
+    golden = with_quality_columns(golden)
     missing = [c for c in GOLDEN_COLUMNS if c not in golden.columns]
     if missing:
         raise ValueError(f"the golden set lacks the columns {missing}: re-materialize it")
@@ -167,8 +182,9 @@ def _edit(base: dict, decision: _Decision, verify: Verify) -> _Outcome:
         "ground_truth": ground_truth,
         "derived_from": str(base["qa_id"]),
         "review": "edited",
-        # The reviewer's wording is kept whatever the stage thinks of it; the score still says what that is.
-        "quality_score": assess(question, base["question_type"]).score,
+        # The reviewer's wording is kept whatever the stage thinks of it; the score still says what that
+        # is (0: the stage would have rejected it). An edit of the ground truth alone keeps the score.
+        "quality_score": assess(question, base["question_type"]).score if decision.question else base["quality_score"],
         "topic": "" if decision.question else base["topic"],
     }
     if base["question_type"] == UNANSWERABLE:

@@ -448,3 +448,58 @@ def test_dates_page_numbers_and_table_rows_are_never_headings(tmp_path, line):
 
     assert {c.heading for c in chunks} == {"Harbour report"}
     assert line in " ".join(c.text for c in chunks)
+
+
+# --- found by a hostile read of the change ----------------------------------------------------------
+
+
+def test_a_header_merged_into_a_line_is_cut_without_losing_words_when_lowercase_changes_length():
+    header = "İSTANBUL ÜNİVERSİTESİ YAYINLARI DERGİSİ"  # "İ".lower() is two characters
+    pages = [_page(header, _body(n), str(n)) for n in range(1, 7)]
+    pages[2] = _page(f"Ekonomik Gelişme Raporu {header}", _body(3), "3")
+
+    cleaned = strip_furniture(pages)
+
+    assert "Ekonomik Gelişme Raporu" in cleaned.pages[2]
+
+
+def test_the_cut_of_a_line_is_the_same_whatever_the_hash_seed():
+    import subprocess
+    import sys
+
+    script = (
+        "from rag_eval_pipeline.ingest.furniture import strip_furniture\n"
+        "a, b = 'Harbour Report North Edition X', 'Harbour Report South Edition Y'\n"
+        "body = ['Line %d of the body says something about the harbour.' % i for i in range(12)]\n"
+        "pages = ['\\n'.join([a if n % 2 else b, *body]) for n in range(8)]\n"
+        "pages[3] = '\\n'.join([f'{a} Middle Words Here {b}', *body])\n"
+        "print(strip_furniture(pages).pages[3].splitlines()[0])\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                       env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(outputs) == 1
+
+
+def test_a_short_page_keeps_a_body_that_is_never_furniture():
+    instruction = "Read the passage and answer the questions."
+    pages = ["\n".join([f"Worksheet {n}", "Name the river.", instruction, "Name the town.", "Name the hill.",
+                        "Name the road.", "Name the bridge.", str(n)]) for n in range(1, 11)]
+
+    cleaned = strip_furniture(pages)
+
+    assert all(instruction in page for page in cleaned.pages)
+
+
+def test_a_number_heavy_line_that_runs_on_into_the_next_stays_prose(tmp_path):
+    text = ("The town grew quickly along the river valley.\n"
+            "Population rose from 1,200 (1990) to 3,400 (2010),\n"
+            "driven by new housing near the station.\n")
+    document = _text_document(tmp_path, "growth.txt", text)
+
+    chunks = chunk_document(document, ChunkingConfig())
+
+    assert [c.kind for c in chunks] == ["prose"]
+    assert "Population rose from 1,200 (1990) to 3,400 (2010), driven by new housing" in chunks[0].text

@@ -351,3 +351,42 @@ def test_every_frame_of_a_kind_asks_a_well_formed_question():
             verdict = assess(question, UNANSWERABLE, topic)
             assert verdict.problem is None, (question, verdict.problem)
             assert frame.answer_words
+
+
+# --- found by a hostile read of the change: good questions an LLM writes are kept ---------------------
+
+
+@pytest.mark.parametrize("question", [
+    "If an employee works 50 hours in a week, how much overtime is paid?",
+    "After the merger, which team owns the billing system?",
+    "Suppose a trip lasts 3 days. How much is the meal allowance?",
+    "Wie viele Tage Urlaub bekommt ein Mitarbeiter?",
+    "What is a mortgage?",
+    "What is vitamin D?",
+    "What does the text say about Section 230?",
+    "What does the memo say about Q3 2021?",
+    "Where is Baden-Baden located?",
+])
+def test_good_llm_questions_are_kept(question):
+    verdict = assess(question, SIMPLE)
+
+    assert verdict.problem is None and verdict.score > 0
+
+
+def test_an_llm_topic_that_paraphrases_the_source_is_not_a_cut_word():
+    context = QualityContext(source="Contact information for the payroll team is on the intranet.")
+
+    assert assess("What does the handbook say about contact info?", SIMPLE, "", context).problem is None
+    assert "cut short" in assess("What does the handbook say about contact inf?", SIMPLE, "improvement inf",
+                                 QualityContext(source="improvement information")).problem
+
+
+@pytest.mark.parametrize("sentence", [
+    "We visited the Bank of England Museum today.",
+    "Ships paid dues to the Port of London Authority.",
+    "Students of the London School of Economics Library met there.",
+    "He moved to New York City in 1900.",
+])
+def test_a_topic_is_never_a_name_cut_short(sentence):
+    assert not any(phrase in ("England Museum", "London Authority", "the London School", "York City")
+                   for phrase in topic_phrases(sentence))

@@ -360,18 +360,29 @@ def test_a_reviewers_question_is_kept_even_when_the_quality_stage_would_reject_i
     assert result.golden["quality_score"].tolist() == [0.0]
 
 
-def test_an_edit_of_only_the_ground_truth_keeps_the_topic_and_rescores_the_same_question(verify):
+def test_an_edit_of_only_the_ground_truth_keeps_the_topic_and_the_score_of_the_unchanged_question(verify):
     from dataclasses import replace
 
     with_topic = replace(BACKUPS, topic="database backups")
-    golden = _golden([with_topic]).assign(quality_score=0.5)  # a score from an older stage
+    golden = _golden([with_topic]).assign(quality_score=0.5)  # scored with its topic and sources, unlike a re-score
     truth = "Database backups are kept for 35 days in a separate region."
     sheet = _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}})
 
     edited = apply_review(golden, sheet, verify).golden.iloc[0]
 
     assert edited["topic"] == "database backups"
-    assert edited["quality_score"] == assess(BACKUPS.question, SIMPLE).score
+    assert edited["quality_score"] == 0.5
+
+
+def test_a_golden_set_from_before_the_quality_stage_can_be_exported_and_reviewed(verify):
+    old = _golden([BACKUPS]).drop(columns=["quality_score", "topic"])  # as an earlier version stored it
+
+    sheet = review_sheet(old)
+    result = apply_review(old, _sheet(old, **{BACKUPS.qa_id: {"decision": "accept"}}), verify)
+
+    assert sheet["quality_score"].tolist() == [assess(BACKUPS.question, SIMPLE).score]
+    assert result.summary["accepted"] == 1
+    assert result.golden.iloc[0]["topic"] == "" and result.golden.iloc[0]["quality_score"] > 0
 
 
 # ---- bad sheets ------------------------------------------------------------------------------
