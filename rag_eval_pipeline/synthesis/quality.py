@@ -3,8 +3,9 @@
 It runs on every generated item before grounding, whoever wrote it (the offline templates or an LLM).
 Grammar-level checks, each with the reason a reviewer would give:
 
-  question form   ends with '?', opens with a question word or an auxiliary ("In which year ...",
-                  "According to X, what ..." count), starts with a capital letter
+  question form   ends with '?' (or with a quotation that displaced it), a question word or an
+                  auxiliary opens it or a clause after a lead-in ("In which year ...", "According to X,
+                  what ...", "If A, how ..."), starts with a capital letter
   subject         asks about something: content words beyond the question's own frame, and a topic
                   ("... about X?", "What is X?", or the topic a template filled in) that is a noun phrase
                   standing on its own (see `phrases.phrase_problem`)
@@ -84,7 +85,7 @@ def _form_problem(text: str) -> str | None:
     words = text.split()
     if len(words) < MIN_QUESTION_WORDS:
         return f"too short to name its subject ({len(words)} words)"
-    if not text.rstrip("\"'”’)]").endswith(_QUESTION_MARKS):
+    if not text.rstrip("\"'”’)]").endswith(_QUESTION_MARKS) and not _ends_in_a_quotation(text):
         return "not a question: it does not end with '?'"
     if not text[:1].isupper() and not text[:1].isdigit():
         return "does not start with a capital letter"
@@ -93,6 +94,11 @@ def _form_problem(text: str) -> str | None:
     if not any(_opens_a_question(clause) for clause in clauses):
         return f"not a question: no question word or auxiliary opens it ({words[0]!r})"
     return None
+
+
+def _ends_in_a_quotation(text: str) -> bool:
+    """'What value fills the blank: "..."': a question whose '?' a quotation at its end displaced."""
+    return text.endswith(('"', "”")) and bool(_QUOTED.search(text)) and text.count('"') % 2 == 0
 
 
 def _foreign_form_problem(text: str) -> str | None:
@@ -172,4 +178,6 @@ def _penalties(text: str, topic: str) -> list[tuple[float, str]]:
         notes.append((0.1, "one-word topic"))
     if "  " in text:
         notes.append((0.05, "double spaces"))
+    if _ends_in_a_quotation(text):
+        notes.append((0.05, "no question mark after the closing quotation"))
     return notes
