@@ -70,7 +70,8 @@ def phrase_problem(phrase: str, source: str | None = None, section_names: frozen
 
     `source` (the text it was taken from) catches terms cut mid-word; `section_names` (normalised, lowercase)
     catches a section's name used as a topic. `whole=False` is for a topic read back out of a finished
-    question ("... about X?"), which may rightly be long or hold a comma: only the word-level rules apply.
+    question ("... about X?") in its writer's own words: it may be long, hold a comma, a clause, a date or a
+    section number, and need not copy the source; pronouns, labels, broken words and dangling ends still count.
     """
     text = " ".join(str(phrase).split()).strip(" ,;")
     words = text.split()
@@ -173,7 +174,7 @@ def _cut_word(words: list[str], source: str) -> str | None:
 
 _TWO_LETTER_WORDS = frozenset(
     "of to in it is be as at so we he by or on do if me my up an go no us am ox ah oh ok hi id ma pa ex vs tv uk "
-    "ad da de di du la le el al von van km kg cm mm ml lb oz ft mi".split()
+    "ad da de di du la le el al km kg cm mm ml lb oz ft mi".split()
 )
 # What a whole word may gain in the source without the phrase's form being a cut ('year' of 'years').
 _INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "'s", "’s", "er", "ers", "ly", "n", "en"})
