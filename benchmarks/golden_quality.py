@@ -164,7 +164,9 @@ def main() -> None:
         if args.unlabeled:
             args.unlabeled.write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in missing), encoding="utf-8")
         raise SystemExit(f"{len(missing)} questions have no label in {LABELS.name}" + (f"; listed in {args.unlabeled}" if args.unlabeled else ""))
-    report = {"corpus": f"shared/corpus/{args.corpus}", "against": args.against, "n_requested": args.n, "repeats": args.repeats,
+    where = corpus.resolve()
+    shown = where.relative_to(REPO_ROOT) if where.is_relative_to(REPO_ROOT) else where.relative_to(REPO_ROOT.parent)
+    report = {"corpus": str(shown), "against": args.against, "n_requested": args.n, "repeats": args.repeats,
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     for name in trees:
         first = runs[name][0]

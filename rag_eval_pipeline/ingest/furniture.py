@@ -112,11 +112,13 @@ def _clean(line: str) -> str:
 def _edge_lines(page: int, page_lines: list[str]) -> list[_EdgeLine]:
     filled = [index for index, line in enumerate(page_lines) if _clean(line)]
     # A short page (a slide, a worksheet) keeps a body of its own: otherwise every line would be an edge line.
-    depth = min(EDGE_LINES, max(2, len(filled) // 3))
+    depth = min(EDGE_LINES, max(1 if len(filled) < 5 else 2, len(filled) // 3))
     top, bottom = filled[:depth], filled[-depth:]
+    # A page number is never prose: on a short page it may still stand second from an edge.
+    numbers = {i for i in filled[:2] + filled[-2:] if _page_number_of(_clean(page_lines[i])) is not None}
     edges = []
     for rank, index in enumerate(filled):
-        if index in top or index in bottom:
+        if index in top or index in bottom or index in numbers:
             # On a short page both zones overlap: a line belongs to the edge it is nearer.
             kind = "header" if rank < len(filled) - 1 - rank else "footer"
             edges.append(_EdgeLine(page, index, _clean(page_lines[index]), kind))

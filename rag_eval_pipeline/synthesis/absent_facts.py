@@ -83,7 +83,7 @@ _FRAMES = {
     ),
 }
 _KIND_OF = {noun: kind for kind, nouns in _KIND_NOUNS.items() for noun in nouns.split()}
-_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_WORD = re.compile(r"[A-Za-z][\w'’-]*|&")  # "&" kept: "Procter & Gamble" is one name
 # Modifiers that leave a reader asking "which one?": "the specific department", "the first letter".
 _VAGUE_MODIFIERS = frozenset(
     "specific first second third last next other same certain particular following previous whole entire main "

@@ -204,7 +204,7 @@ def check_reply(question: str, answer: str | None, instructions: str = "") -> st
     question = question.strip()
     if not question:
         return "generator returned an empty question"
-    if not question.rstrip("\"'”’)]").endswith("?"):
+    if not question.rstrip("\"'”’)]").endswith(("?", "\uff1f", "\u061f")):  # full-width and Arabic marks too
         return f"generator returned a question that does not end with '?': {_clip(question)!r}"
     if _words(question) > MAX_QUESTION_WORDS:
         return f"generator returned a question of {_words(question)} words (limit {MAX_QUESTION_WORDS})"

@@ -46,7 +46,10 @@ DANGLING_IN_QUESTIONS = frozenset(
     "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
 )
 # "the following test", "the same rule": which one depends on text the question does not carry.
-POINTING_MODIFIERS = frozenset("following previous above below same other former latter next last".split())
+POINTING_MODIFIERS = frozenset(
+    "following previous above below same other former latter next last first second third fourth fifth sixth "
+    "seventh eighth ninth tenth".split()
+)
 # Adjectives a two-word term can end in when it is cut from a longer phrase ("a little black")...
 ADJECTIVE_ENDS = frozenset(
     "black white red green blue grey gray little big small large good bad new old possible consistent "
@@ -102,9 +105,9 @@ def phrase_problem(phrase: str, source: str | None = None, section_names: frozen
         return f"two fragments run together (a capitalised article inside): {text!r}"
     if len(lower) > 1 and lower[0] in ARTICLES and words[1].islower() and lower[1] in POINTING_MODIFIERS:
         return f"points back at something unnamed ('{words[1]} ...'): {text!r}"
-    if words[-1].islower() and lower[-1] in ADJECTIVE_ENDS:  # "Bethnal Green" is a name
+    if whole and words[-1].islower() and lower[-1] in ADJECTIVE_ENDS:  # "Bethnal Green" is a name
         return f"ends in an adjective or a verb, not a thing: {text!r}"
-    if lower[-1] in VAGUE_HEADS and len(words) <= 3:
+    if whole and lower[-1] in VAGUE_HEADS and len(words) <= 3:
         return f"too general to name anything ('{words[-1]}'): {text!r}"
     pointer = next((w for w in lower[1:] if w in DEMONSTRATIVES - {"such"}), None)
     if pointer and whole:

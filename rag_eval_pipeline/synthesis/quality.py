@@ -23,26 +23,39 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_table_like
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like
 from rag_eval_pipeline.synthesis.items import UNANSWERABLE
-from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS, PRONOUNS, phrase_problem
+from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS, phrase_problem
 
 QUESTION_WORDS = frozenset("what which who whom whose when where why how".split())
 AUXILIARIES = frozenset(
-    "is are was were do does did can could should would will shall may might must has have had".split()
+    "is are was were do does did can could should would will shall may might must has have had isn't aren't "
+    "wasn't weren't don't doesn't didn't can't couldn't won't wouldn't shouldn't hasn't haven't".split()
 )
-_PREPOSITION_THEN_QUESTION_WORD = re.compile(r"^(?:in|into|on|at|for|from|to|by|with|under|during|since|of)\s+(?:what|which|whom|whose|how)\b", re.I)
+_PREPOSITION_THEN_QUESTION_WORD = re.compile(
+    r"^(?:(?:in|into|on|at|for|from|to|by|with|under|during|since|of)\s+(?:what|which|whom|whose|how)"
+    r"|(?:approximately|roughly|about|around|exactly)\s+(?:how|what|when))\b", re.I)
+# A clause before the question proper: "According to X, what ...", "If A, how ...", "Suppose A. What ...".
+_LEAD_IN_WORDS = frozenset(
+    "according if after before given suppose supposing assuming assume comparing considering based in for "
+    "under with between during when since once while unless although apart besides from by at on as".split()
+)
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+_TOPIC = r"(?P<topic>[^?\"“”]+?)\s*\?$"
+# Where a question names what it is about, after any lead-in: "... about X?", "What is X?", "What is true of X?".
 _TOPIC_PATTERNS = (
-    re.compile(r"\babout (?P<topic>[^?\"“”]+?)\s*\?$"),
-    re.compile(r"^(?:What|Who) (?:is|are|was|were) (?P<topic>[^?\"“”]+?)\s*\?$"),
+    re.compile(rf"\b(?:about|regarding|concerning) {_TOPIC}"),
+    re.compile(rf"(?:^|[,:;.] )(?:[Ww]hat|[Ww]ho) (?:is|are|was|were) (?:true of |known about )?{_TOPIC}"),
+    re.compile(rf"\b(?:describe|define) {_TOPIC}"),
 )
 # Words of the question's frame that say nothing about its subject.
 _FRAME_WORDS = set(content_words("say says said according describe define defined value fills blank each state stated"))
 MIN_QUESTION_WORDS = 4
 _QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # and the full-width and Arabic question marks
 # A quoted "title" or "section" that is a page number, a page counter or a date was read off a page's edge.
-_PAGE_FURNITURE = re.compile(r"^\s*(?:(?:page|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*page\s+\d+", re.I)
+_PAGE_FURNITURE = re.compile(
+    r"^\s*(?:(?:[Pp]age|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*[Pp]age\s+\d+|^\s*[-\u2013\u2014]\s*\d+\s*[-\u2013\u2014]\s*$"
+    r"|^\s*[ivxlc]{1,6}\s*$")  # lowercase roman numerals only: "C" or "X" may be a real name
 # A question may end in a preposition ("Who is the report addressed to?"), never in these.
 _DANGLING_QUESTION_ENDS = frozenset(
     "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
@@ -89,11 +102,21 @@ def _form_problem(text: str) -> str | None:
         return "not a question: it does not end with '?'"
     if not text[:1].isupper() and not text[:1].isdigit():
         return "does not start with a capital letter"
-    # The question word may follow a lead-in: "According to X, what ...", "If A, how ...", "Suppose A. What ...".
-    clauses = [text, *(part for part in re.split(r"[,:;.]\s+", text)[1:])]
-    if not any(_opens_a_question(clause) for clause in clauses):
+    if not _opens_a_question(text) and not _after_a_lead_in(text):
         return f"not a question: no question word or auxiliary opens it ({words[0]!r})"
     return None
+
+
+def _after_a_lead_in(text: str) -> bool:
+    """A question word opens a clause after a lead-in ("According to X, what ...", "If A, how ...",
+    "Suppose A. What ..."); a statement that merely ends in '?' does not start with a lead-in word."""
+    first = text.split()[0].lower().strip("\"'“”(,")
+    if first not in _LEAD_IN_WORDS and not first.endswith("ing"):
+        return False
+    clauses = re.split(r"[,:;.]\s+", text)[1:]
+    if first == "according" and len(clauses) == 0:  # "According to the report what ..." without its comma
+        return bool(re.search(r"\b(?:what|which|who|when|where|why|how)\b", text, re.I))
+    return any(_opens_a_question(clause) for clause in clauses)
 
 
 def _ends_in_a_quotation(text: str) -> bool:
@@ -102,8 +125,12 @@ def _ends_in_a_quotation(text: str) -> bool:
 
 
 def _foreign_form_problem(text: str) -> str | None:
-    if len(text.split()) < 2 or sum(ch.isalpha() for ch in text) < 4:
+    """The checks that hold in any language: enough letters, a question mark, no table debris."""
+    spaced = len(text.split()) >= 3 or not re.search(r"[A-Za-z]", text)  # Chinese or Japanese need no spaces
+    if not spaced or sum(ch.isalpha() for ch in text) < 6:
         return "too short to name its subject"
+    if is_table_like(text.rstrip("?\uff1f\u061f")):
+        return "numbers or table cells, not a question"
     if not text.rstrip("\"'”’)]").endswith(_QUESTION_MARKS):
         return "not a question: it does not end with a question mark"
     return None
@@ -111,17 +138,23 @@ def _foreign_form_problem(text: str) -> str | None:
 
 def _opens_a_question(clause: str) -> bool:
     first = clause.split()[0].lower().strip("\"'“”(") if clause.split() else ""
+    first = re.sub(r"['’]s$", "", first)  # "What's", "Who's"
     return first in QUESTION_WORDS | AUXILIARIES or bool(_PREPOSITION_THEN_QUESTION_WORD.match(clause))
 
 
 def _reads_as_english(text: str) -> bool:
-    """At least one English function word: enough to apply English grammar checks."""
-    return any(word in STOPWORDS for word in re.findall(r"[a-z']+", text.lower()))
+    """Opens like an English question, or a quarter of its words are English function words: then the
+    English grammar checks apply. A Dutch or German question shares a word or two ("in", "a") at most."""
+    words = re.findall(r"[a-z']+", text.lower())
+    if not words:
+        return False
+    return _opens_a_question(text) or _after_a_lead_in(text) or sum(w in STOPWORDS for w in words) / len(words) >= 0.25
 
 
 def _fragment_problem(text: str) -> str | None:
+    # A pronoun may end a question ("... which authority enforces it?"); the topic rules catch "... about it?".
     last = re.findall(r"[\w'’]+", _QUOTED.sub(" ", text).split("?")[0])
-    if last and (last[-1].lower() in _DANGLING_QUESTION_ENDS or last[-1].lower() in PRONOUNS):
+    if last and last[-1].lower() in _DANGLING_QUESTION_ENDS:
         return f"a dangling fragment: it ends in {last[-1]!r}"
     if text.count('"') % 2 or text.count("“") != text.count("”") or text.count("(") != text.count(")"):
         return "unbalanced quotes or brackets"
@@ -135,7 +168,7 @@ def _fragment_problem(text: str) -> str | None:
         inner = quoted.strip("\"“”")
         if "____" in quoted and is_table_like(inner.replace("____", " ")):
             return "the quoted statement is table debris, not a sentence"
-        if "____" not in quoted and _PAGE_FURNITURE.match(inner):
+        if "____" not in quoted and (_PAGE_FURNITURE.match(inner) or is_date(inner)):
             return f"names its source by page furniture ({quoted}), not by a title or section"
     return None
 
@@ -159,8 +192,8 @@ def _subject_problem(text: str, question_type: str, topic: str, context: Quality
 def _extracted_topic(text: str) -> str | None:
     for pattern in _TOPIC_PATTERNS:
         match = pattern.search(text)
-        if match:
-            return match.group("topic").strip()
+        if match:  # "What is the GDPR and which authority enforces it?" asks about "the GDPR"
+            return re.split(r",? and (?:which|what|who|whom|how|when|where|why)\b", match.group("topic"))[0].strip()
     return None
 
 

@@ -175,6 +175,7 @@ def _apply_one(item: dict, decision: _Decision | None, verify: Verify) -> _Outco
 def _edit(base: dict, decision: _Decision, verify: Verify) -> _Outcome:
     question = decision.question or str(base["question"])
     ground_truth = decision.ground_truth or str(base["ground_truth"])
+    reworded = normalise(question) != normalise(str(base["question"]))
     edited = {
         **base,
         "qa_id": edited_qa_id(base["question_type"], base["gold_chunk_ids"], question, ground_truth),
@@ -184,8 +185,8 @@ def _edit(base: dict, decision: _Decision, verify: Verify) -> _Outcome:
         "review": "edited",
         # The reviewer's wording is kept whatever the stage thinks of it; the score still says what that
         # is (0: the stage would have rejected it). An edit of the ground truth alone keeps the score.
-        "quality_score": assess(question, base["question_type"]).score if decision.question else base["quality_score"],
-        "topic": "" if decision.question else base["topic"],
+        "quality_score": assess(question, base["question_type"]).score if reworded else base["quality_score"],
+        "topic": "" if reworded else base["topic"],
     }
     if base["question_type"] == UNANSWERABLE:
         # Its ground truth is the refusal, which no chunk supports; nothing to re-verify.

@@ -503,3 +503,12 @@ def test_a_number_heavy_line_that_runs_on_into_the_next_stays_prose(tmp_path):
 
     assert [c.kind for c in chunks] == ["prose"]
     assert "Population rose from 1,200 (1990) to 3,400 (2010), driven by new housing" in chunks[0].text
+
+
+def test_a_page_of_four_lines_keeps_its_middle_lines():
+    rule = "Always wear gloves when handling food."
+    pages = ["\n".join(["Safety first", rule, f"Item {n}", str(n)]) for n in range(1, 9)]
+
+    cleaned = strip_furniture(pages)
+
+    assert all(rule in page for page in cleaned.pages)

@@ -277,3 +277,8 @@ def test_check_reply_accepts_good_replies_and_matches_whole_words_only():
     assert check_reply('Which year did the policy start, "1900?"', "90") == ""  # "90" is not the word "1900"
     assert check_reply("Can unused leave be paid out?", None, INSTRUCTIONS[UNANSWERABLE]) == ""  # no answer asked for
     assert check_reply("Can unused leave be paid out?", None) == ""
+
+
+@pytest.mark.parametrize("question", ["公司去年有多少名员工？", "كم عدد الموظفين في الشركة؟"])
+def test_check_reply_accepts_a_full_width_or_arabic_question_mark(question):
+    assert check_reply(question, "42 employees.") == ""

@@ -625,3 +625,15 @@ def test_command_errors_exit_2_with_a_message(cli_env, tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     assert _rag_eval(*args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_unchanged_question_copied_into_the_edit_keeps_its_topic_and_score(verify):
+    from dataclasses import replace
+
+    golden = _golden([replace(BACKUPS, topic="database backups")]).assign(quality_score=0.5)
+    edit = {"decision": "edit", "edited_question": BACKUPS.question,
+            "edited_ground_truth": "Database backups are kept for 35 days in a separate region."}
+
+    edited = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: edit}), verify).golden.iloc[0]
+
+    assert (edited["topic"], edited["quality_score"]) == ("database backups", 0.5)

@@ -172,7 +172,7 @@ LLM_GOOD = _llm_record("retention.md#0", "For how many days are RouteWise API re
 LLM_MALFORMED = {
     "no question word": _llm_record("retention.md#1", "The retention period of the shipment system backups?",
                                     CHUNKS["retention.md#1"]),
-    "a dangling fragment: it ends in 'it'": _llm_record("travel.md#0", "What does the travel policy say about it?",
+    "its topic a pronoun": _llm_record("travel.md#0", "What does the travel policy say about it?",
                                                         CHUNKS["travel.md#0"]),
     "words run together": _llm_record("oncall.md#0", "How long does an oncallshiftathalcyonfreightlast in days?",
                                       CHUNKS["oncall.md#0"]),
