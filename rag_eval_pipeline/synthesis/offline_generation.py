@@ -29,10 +29,10 @@ from rag_eval_pipeline.synthesis.items import (
     make_item,
 )
 from rag_eval_pipeline.synthesis.absent_facts import frames_for, topic_phrases
-from rag_eval_pipeline.synthesis.phrases import DANGLING_ENDS, is_date, phrase_problem
+from rag_eval_pipeline.synthesis.phrases import DANGLING_ENDS, phrase_problem
 from rag_eval_pipeline.synthesis.planning import topic_terms
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_table_like, numbers, sha256
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like, numbers, sha256
 
 _DEFINITION = re.compile(r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?P<verb>is|are) (?:the|a|an) ", re.U)
 _QUANTITY = re.compile(

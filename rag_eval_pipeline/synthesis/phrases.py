@@ -41,7 +41,8 @@ DANGLING_ENDS = frozenset(
     "might must shall should not its their his her our your my this these those such very what why how still "
     "also only even just too yet again already always never often then now".split()
 )
-# What a topic read back out of a question may not end in; a preposition may end a question.
+# What a question, or a topic read back out of one, may not end in; a preposition may end a question
+# ("Who is the report addressed to?").
 DANGLING_IN_QUESTIONS = frozenset(
     "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
 )

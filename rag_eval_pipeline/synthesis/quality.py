@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like
 from rag_eval_pipeline.synthesis.items import UNANSWERABLE
-from rag_eval_pipeline.synthesis.phrases import MAX_WORD_CHARS, phrase_problem
+from rag_eval_pipeline.synthesis.phrases import DANGLING_IN_QUESTIONS, MAX_WORD_CHARS, phrase_problem
 
 QUESTION_WORDS = frozenset("what which who whom whose when where why how".split())
 AUXILIARIES = frozenset(
@@ -56,10 +56,6 @@ _QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # and the full-width and Arabic que
 _PAGE_FURNITURE = re.compile(
     r"^\s*(?:(?:[Pp]age|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*[Pp]age\s+\d+|^\s*[-\u2013\u2014]\s*\d+\s*[-\u2013\u2014]\s*$"
     r"|^\s*[ivxlc]{1,6}\s*$")  # lowercase roman numerals only: "C" or "X" may be a real name
-# A question may end in a preposition ("Who is the report addressed to?"), never in these.
-_DANGLING_QUESTION_ENDS = frozenset(
-    "the a an and or but nor of that which than whose its their his her our your my this these those very what".split()
-)
 
 
 @dataclass(frozen=True)
@@ -81,20 +77,27 @@ def assess(question: str, question_type: str, topic: str = "", context: QualityC
     """The quality of one question; `topic` is what a template filled in ("" when unknown).
 
     The grammar checks are English; a question in another language (an LLM may write one for a corpus
-    in that language) is checked only for being a non-empty question.
+    in that language) is checked only for its length, a question mark and table debris.
     """
     text = str(question).strip()
-    if not _reads_as_english(text):
+    question_form = _has_question_form(text)
+    if not _reads_as_english(text, question_form):
         problem = _foreign_form_problem(text)
         return Assessment(0.0, problem) if problem else Assessment(1.0)
-    problem = _form_problem(text) or _fragment_problem(text) or _subject_problem(text, question_type, topic, context)
+    problem = (_form_problem(text, question_form) or _fragment_problem(text)
+               or _subject_problem(text, question_type, topic, context))
     if problem:
         return Assessment(0.0, problem)
     notes = _penalties(text, topic)
     return Assessment(round(max(0.0, 1.0 - sum(p for p, _ in notes)), 2), None, tuple(n for _, n in notes))
 
 
-def _form_problem(text: str) -> str | None:
+def _has_question_form(text: str) -> bool:
+    """A question word or an auxiliary opens it, or opens a clause after a lead-in."""
+    return bool(text.split()) and (_opens_a_question(text) or _after_a_lead_in(text))
+
+
+def _form_problem(text: str, question_form: bool) -> str | None:
     words = text.split()
     if len(words) < MIN_QUESTION_WORDS:
         return f"too short to name its subject ({len(words)} words)"
@@ -102,7 +105,7 @@ def _form_problem(text: str) -> str | None:
         return "not a question: it does not end with '?'"
     if not text[:1].isupper() and not text[:1].isdigit():
         return "does not start with a capital letter"
-    if not _opens_a_question(text) and not _after_a_lead_in(text):
+    if not question_form:
         return f"not a question: no question word or auxiliary opens it ({words[0]!r})"
     return None
 
@@ -142,19 +145,19 @@ def _opens_a_question(clause: str) -> bool:
     return first in QUESTION_WORDS | AUXILIARIES or bool(_PREPOSITION_THEN_QUESTION_WORD.match(clause))
 
 
-def _reads_as_english(text: str) -> bool:
+def _reads_as_english(text: str, question_form: bool) -> bool:
     """Opens like an English question, or a quarter of its words are English function words: then the
     English grammar checks apply. A Dutch or German question shares a word or two ("in", "a") at most."""
     words = re.findall(r"[a-z']+", text.lower())
     if not words:
         return False
-    return _opens_a_question(text) or _after_a_lead_in(text) or sum(w in STOPWORDS for w in words) / len(words) >= 0.25
+    return question_form or sum(w in STOPWORDS for w in words) / len(words) >= 0.25
 
 
 def _fragment_problem(text: str) -> str | None:
     # A pronoun may end a question ("... which authority enforces it?"); the topic rules catch "... about it?".
     last = re.findall(r"[\w'’]+", _QUOTED.sub(" ", text).split("?")[0])
-    if last and last[-1].lower() in _DANGLING_QUESTION_ENDS:
+    if last and last[-1].lower() in DANGLING_IN_QUESTIONS:
         return f"a dangling fragment: it ends in {last[-1]!r}"
     if text.count('"') % 2 or text.count("“") != text.count("”") or text.count("(") != text.count(")"):
         return "unbalanced quotes or brackets"

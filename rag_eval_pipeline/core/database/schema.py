@@ -39,6 +39,14 @@ def _created_at() -> Column:
     return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
 
 
+# What identifies one audit of a tenant: the golden-set version, the candidate's commit and the run.
+AUDIT_KEY = ("dataset_version", "commit", "run_id")
+
+
+def _audit_key_columns() -> list[Column]:
+    return [Column(name, Text, nullable=False) for name in AUDIT_KEY]
+
+
 def _tenant_table(name: str, *columns, primary_key: tuple[str, ...]) -> Table:
     table = Table(
         name,
@@ -69,9 +77,7 @@ result_tables = _tenant_table(
 # One row per (item, metric) of an audit: what the metric history and the comparison read.
 metric_scores = _tenant_table(
     "metric_scores",
-    Column("dataset_version", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_audit_key_columns(),
     Column("row_no", Integer, nullable=False),  # keeps the asset's row order
     Column("qa_id", Text, nullable=False),
     Column("metric", Text, nullable=False),
@@ -81,7 +87,7 @@ metric_scores = _tenant_table(
     Column("evidence", Text, nullable=False, server_default="{}"),
     Column("judge", Text, nullable=False),
     Column("k", Integer, nullable=False),
-    primary_key=("dataset_version", "commit", "run_id", "row_no"),
+    primary_key=(*AUDIT_KEY, "row_no"),
 )
 Index("ix_metric_scores_tenant_metric_created", metric_scores.c.tenant_id, metric_scores.c.metric,
       metric_scores.c.created_at)
@@ -89,25 +95,21 @@ Index("ix_metric_scores_tenant_metric_created", metric_scores.c.tenant_id, metri
 # The rendered regression report of one audit, and its verdict.
 regression_reports = _tenant_table(
     "regression_reports",
-    Column("dataset_version", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_audit_key_columns(),
     Column("verdict", Text, nullable=False),
     Column("summary", JSONB, nullable=False),
     Column("markdown", Text, nullable=False),
     Column("html", Text, nullable=False),
     Column("junit", Text, nullable=False, server_default=""),
-    primary_key=("dataset_version", "commit", "run_id"),
+    primary_key=AUDIT_KEY,
 )
 
 # The tolerances an audit was judged with (test parameters), per audit.
 test_parameters = _tenant_table(
     "test_parameters",
-    Column("dataset_version", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_audit_key_columns(),
     Column("parameters", JSONB, nullable=False),
-    primary_key=("dataset_version", "commit", "run_id"),
+    primary_key=AUDIT_KEY,
 )
 
 # A published golden-set version: written last, it is what makes the version visible to audits.
@@ -122,10 +124,8 @@ golden_manifests = _tenant_table(
 # A complete audit (its scores and outputs are stored): a commit that may become a baseline.
 audited_archives = _tenant_table(
     "audited_archives",
-    Column("dataset_version", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
-    primary_key=("dataset_version", "commit", "run_id"),
+    *_audit_key_columns(),
+    primary_key=AUDIT_KEY,
 )
 
 # Every promotion, oldest first; the latest per version is the current baseline.
