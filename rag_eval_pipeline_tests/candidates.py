@@ -20,3 +20,31 @@ def hangs(question: str) -> dict:
 def i_do_not_know(question: str) -> dict:
     """The emptiest pipeline: declines every question and retrieves nothing."""
     return {"answer": "I do not know.", "contexts": []}
+
+
+def exits_the_process(question: str) -> dict:
+    """Ends whatever process calls it, as `os._exit` does, with status 0: nothing runs after it."""
+    import os
+
+    os._exit(0)
+
+
+def exits_on_long_questions(question: str) -> dict:
+    """Answers short questions, and ends its process on long ones (a crash that depends on the input)."""
+    import os
+
+    if len(question) > 60:
+        os._exit(3)
+    return {"answer": "A short answer.", "contexts": [{"id": "doc#0", "text": "A short answer."}]}
+
+
+def prints_and_answers(question: str) -> dict:
+    """Writes to stdout, as debugging code does, and answers."""
+    print("candidate debug output", question)
+    return {"answer": "Printed, then answered.", "contexts": []}
+
+
+def exits_via_sys_exit(question: str) -> dict:
+    import sys
+
+    sys.exit(0)

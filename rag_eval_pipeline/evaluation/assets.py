@@ -8,11 +8,11 @@ from pydantic import Field
 
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 
+from rag_eval_pipeline.evaluation.candidate_process import run_entry_point
 from rag_eval_pipeline.evaluation.candidates import (
     REFERENCE,
     Candidate,
     CandidateSpec,
-    load_entry_point,
     outputs_from_text,
     outputs_text,
     run_candidate,
@@ -64,8 +64,11 @@ def candidate_outputs(
     items = golden_set[["qa_id", "question"]].to_dict("records")
     if spec.kind == "outputs_file":
         outputs = outputs_from_text(config.outputs_jsonl or outputs_text(spec.value), items)
+    elif spec.kind == "entry_point":
+        # Someone else's code: in a child process, where os._exit, a crash or a hang fails items, not the audit.
+        outputs = run_entry_point(spec.value, items, config.timeout_s)
     else:
-        outputs = run_candidate(_candidate(spec, config.top_k, embedder, document_chunks), items, config.timeout_s)
+        outputs = run_candidate(_reference(config.top_k, embedder, document_chunks), items, config.timeout_s)
     frame = pd.DataFrame([asdict(o) for o in outputs])
     frame["candidate"], frame["commit"] = config.candidate, commit
     failed = frame[frame["status"] != "ok"]
@@ -84,10 +87,9 @@ def candidate_outputs(
     )
 
 
-def _candidate(spec: CandidateSpec, top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> Candidate:
-    if spec.kind == REFERENCE:
-        return ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder.get(), top_k)
-    return load_entry_point(spec)
+def _reference(top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> Candidate:
+    """The shipped pipeline: our own code, run in this process with the loaded embedding model."""
+    return ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder.get(), top_k)
 
 
 class ScoringSettings(Config):
