@@ -127,13 +127,13 @@ def branch_settings() -> Optional[dict]:
     return followed.model_dump() if followed else None
 
 
-def audit_run_request(candidate: inbox.Candidate, version: str) -> RunRequest:
+def audit_run_request(candidate: inbox.Candidate, version: str, main_branch: str = "main") -> RunRequest:
+    """main_branch: the followed branch, whose passing candidates set and move the baseline, whatever its name."""
+    report = ReportSettings(branch=candidate.branch, main_branch=main_branch)
     return RunRequest(
         run_key=candidate.run_key,
         partition_key=partition_key(candidate.tenant, version),
-        run_config=lineage_run_config(
-            audit_job.name, candidate.candidate, candidate.commit, ReportSettings(branch=candidate.branch), log_level=None
-        ),
+        run_config=lineage_run_config(audit_job.name, candidate.candidate, candidate.commit, report, log_level=None),
         tags={
             COMMIT_TAG: candidate.commit,
             "rag_eval/candidate_source": candidate.source,
@@ -176,7 +176,8 @@ def build_candidate_commit_sensor(
 
         run_requests, reasons = [], []
         seen = cursor.get("manifests", {})
-        cursor["manifests"] = _scan_manifests(folder, seen, known, golden, run_requests, reasons)
+        main_branch = followed["branch"] if followed else "main"
+        cursor["manifests"] = _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch)
         if followed:
             cursor["git"] = _follow_branch(followed, cursor.get("git"), known, golden, run_requests, reasons)
         return _result(context, run_requests, [], reasons, _dump_cursor(cursor))
@@ -184,7 +185,7 @@ def build_candidate_commit_sensor(
     return _candidate_commits
 
 
-def _scan_manifests(folder, seen, known, golden, run_requests, reasons) -> dict:
+def _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch: str) -> dict:
     """Handle each new or changed manifest once; one waiting for a golden set is retried next tick."""
     handled = {}
     for name, digest in inbox.manifest_files(folder).items():
@@ -202,7 +203,7 @@ def _scan_manifests(folder, seen, known, golden, run_requests, reasons) -> dict:
             reasons.append(f"{name}: tenant {candidate.tenant!r} has no published golden set yet")
             continue
         try:
-            run_requests.append(audit_run_request(candidate, version))
+            run_requests.append(audit_run_request(candidate, version, main_branch))
         except CandidateError as error:  # its outputs file is read now, and may be unreadable
             reasons.append(f"skipped manifest {name}: {error}")
         handled[name] = digest
@@ -233,7 +234,7 @@ def _follow_branch(followed, git_state, known, golden, run_requests, reasons) ->
         return git_state
     for commit in commits:
         candidate = inbox.Candidate(tenant, commit, entry, origin, followed["branch"])
-        run_requests.append(audit_run_request(candidate, version))
+        run_requests.append(audit_run_request(candidate, version, followed["branch"]))
     git_state["last_seen"] = commits[-1]
     return git_state
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
+from rag_eval_pipeline.cli.lineage import min_coverage_option
 from rag_eval_pipeline.cli.options import results_store
 
 
@@ -45,7 +46,8 @@ def show(tenant: str, version: str | None) -> int:
 @click.option("--tenant", required=True)
 @click.option("--commit", required=True)
 @click.option("--version", help="golden-set version (default: the tenant's latest published one)")
-def promote(tenant: str, commit: str, version: str | None) -> int:
+@min_coverage_option
+def promote(tenant: str, commit: str, version: str | None, min_coverage: float) -> int:
     from rag_eval_pipeline.reporting.baselines import EXPLICIT
     from rag_eval_pipeline.synthesis.versions import latest_version
 
@@ -53,6 +55,21 @@ def promote(tenant: str, commit: str, version: str | None) -> int:
     version = version or latest_version(warehouse, tenant)
     if version is None:
         raise BadInput(f"tenant {tenant!r} has no published golden set yet")
+    _require_measured(store, tenant, version, commit, min_coverage)
     promotion = store.promote(tenant, version, commit, EXPLICIT)
     click.echo(f"{promotion.commit} is now the baseline of {tenant}/{version} ({promotion.reason})")
     return 0
+
+
+def _require_measured(store, tenant: str, version: str, commit: str, min_coverage: float) -> None:
+    """A baseline is what later candidates are measured against: every metric that applies must have been
+    measured on at least min_coverage of its items."""
+    from rag_eval_pipeline.reporting.compare import UNMEASURED_ROW, compare
+
+    scores, _ = store.audited(tenant, version, commit)  # refuses a commit never audited, naming the audited ones
+    comparison = compare(scores, None, min_coverage=min_coverage)
+    if not comparison.measured_enough:
+        short = comparison.table[comparison.table["verdict"] == UNMEASURED_ROW]
+        details = "; ".join(f"{m}: {n}" for m, n in zip(short["metric"], short["note"])) or "nothing was measured"
+        raise BadInput(f"{commit} was measured on too few items to be the baseline of {tenant}/{version} ({details}); "
+                       "re-audit it with a working judge, or lower --min-coverage")

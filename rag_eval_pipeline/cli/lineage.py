@@ -1,7 +1,8 @@
 """`rag-eval register|run|demo|gate`: tenants and versions, and the lineage jobs run for them.
 
 Exit codes of run, demo and gate: 0 done (the gate: the candidate passes), 1 blocked (a check failed;
-the gate: a regression), 2 error (bad input, a failed run).
+the gate: a regression), 2 error (bad input, a failed run; the gate: it cannot decide, because a metric
+was measured on too few items or the golden-set version has no baseline on this branch).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import click
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
 from rag_eval_pipeline.cli.options import partition_options, results_store, settings
-from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_TOLERANCE
+from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
 JOBS = ("full_pipeline", "synthesis", "audit")  # the lineage jobs of the code location
@@ -42,6 +43,18 @@ def _tolerance(context, parameter, value: float) -> float:
     if not 0 <= value <= 1:  # a NaN fails this too: it would let every drop pass
         raise click.BadParameter(f"must be between 0 and 1 (a drop of a mean score), got {value}")
     return value
+
+
+def _share(context, parameter, value: float) -> float:
+    if not 0 <= value <= 1:  # a NaN fails this too
+        raise click.BadParameter(f"must be between 0 and 1 (a share of the items), got {value}")
+    return value
+
+
+def min_coverage_option(command):
+    return click.option("--min-coverage", type=float, default=DEFAULT_MIN_COVERAGE, show_default=True,
+                        callback=_share, help="least share of a metric's items that must be measured, on the "
+                        "candidate's side and the baseline's, to decide on it (and to become a baseline)")(command)
 
 
 def candidate_options(command):
@@ -95,7 +108,9 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
 
     commit = _commit(commit, "--commit")
     spec = CandidateSpec.parse(candidate)
-    outcome = launch(instance, job, key, commit, spec, ReportSettings(promote_to_baseline=promote_baseline))
+    # The operator's own runs: the first audit of a version becomes its baseline, as on the followed branch.
+    report = ReportSettings(promote_to_baseline=promote_baseline, first_audit_is_baseline=True)
+    outcome = launch(instance, job, key, commit, spec, report)
     _print_outcome(outcome, tenant, version, job, commit)
     return outcome
 
@@ -109,15 +124,18 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
 @click.option("--baseline", metavar="COMMIT", help="an audited commit to compare with (default: the current baseline)")
 @click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True, callback=_tolerance,
               help="largest allowed drop of a mean, 0 to 1")
-@click.option("--branch", default="", help="the candidate's branch: a pass on the main branch promotes it")
+@min_coverage_option
+@click.option("--branch", default="", help="the candidate's branch: only a pass on the main branch sets or moves "
+              "the baseline")
 @click.option("--main-branch", default="main", show_default=True,
-              help="the branch whose passing candidates become the baseline")
+              help="the followed branch, whose passing candidates become the baseline")
 @click.option("--junit", type=click.Path(path_type=Path), help="also write the verdict per metric as JUnit XML")
 @click.option("--no-rescore-baseline", "rescore_baseline", flag_value=False, default=True,
               help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
                    "re-scoring its archived outputs with the current judge")
 def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, version: str | None, baseline: str | None,
-         tolerance: float, branch: str, main_branch: str, junit: Path | None, rescore_baseline: bool) -> int:
+         tolerance: float, min_coverage: float, branch: str, main_branch: str, junit: Path | None,
+         rescore_baseline: bool) -> int:
     if entry and outputs:  # checked before the imports below: they take seconds
         raise click.UsageError("--entry and --outputs name two candidates: give one")
     commit = _commit(commit, "--candidate")
@@ -135,8 +153,8 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
     _check_gate_inputs(warehouse, tenant, version, baseline)
-    report = ReportSettings(tolerance=tolerance, baseline_commit=baseline or "", branch=branch, main_branch=main_branch,
-                            rescore_baseline=rescore_baseline)
+    report = ReportSettings(tolerance=tolerance, min_coverage=min_coverage, baseline_commit=baseline or "",
+                            branch=branch, main_branch=main_branch, rescore_baseline=rescore_baseline)
     outcome = launch(instance, "audit", key, commit, spec, report)
     _print_outcome(outcome, tenant, version, "audit", commit)
     if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
@@ -167,27 +185,39 @@ def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | Non
 
 
 def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: str, junit: Path | None) -> int:
-    """This run's own report, never another audit's, even when several gates of the tenant run at once."""
-    from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
+    """The exit status from this run's own stored report, never another audit's (several gates of a tenant may
+    run at once), and never without one: a gate that wrote no verdict did not pass."""
+    from rag_eval_pipeline.reporting.compare import BLOCKS, PASSES, decision
     from rag_eval_pipeline.reporting.junit import write_junit
     from rag_eval_pipeline.reporting.report import MARKDOWN_FILE
 
     report = warehouse.read_audit_table(tenant, version, run_id, "regression_report")
-    if report is None:
-        raise BadInput(f"run {run_id} wrote no regression report for {tenant}/{version}")
+    if report is None or report.empty:
+        raise BadInput(f"run {run_id} wrote no regression report for {tenant}/{version}: no verdict, so no pass")
     verdict = str(report["verdict_overall"].iloc[0])
     failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
+    unmeasured = report.loc[report["verdict"] == "unmeasured"]
     if junit:
         click.echo(f"JUnit XML: {write_junit(report, f'rag-eval gate {tenant}/{version}', junit)}")
     click.echo(f"gate: {verdict.upper()} for commit {commit} on {tenant}/{version}"
                + (f"; regressed: {', '.join(failing)}" if failing else ""))
+    for metric, note in zip(unmeasured["metric"], unmeasured["note"]):
+        click.echo(f"unmeasured {metric}: {note}")
     click.echo(f"baseline: {report['baseline_commit'].iloc[0]}")
     if "re-scored" in report["baseline_source"].iloc[0]:
         click.echo(f"note: {report['baseline_source'].iloc[0].split('; ', 1)[1]}")
     if report["promoted_to_baseline"].iloc[0]:
         click.echo(f"{commit} is now the baseline: {report['promoted_to_baseline'].iloc[0]}")
     click.echo(f"report: {warehouse.report_location(tenant, version, commit, run_id) / MARKDOWN_FILE}")
-    return BLOCKED if verdict in (BLOCK, NOTHING_SCORED) else OK
+    outcome = decision(verdict)
+    if outcome == PASSES:
+        return OK
+    if outcome == BLOCKS:
+        return BLOCKED
+    why = (f"{', '.join(unmeasured['metric'])} measured on too few items (see above)" if len(unmeasured)
+           else verdict)
+    click.echo(f"error: the gate cannot decide on commit {commit} ({tenant}/{version}): {why}", err=True)
+    return ERROR
 
 
 def _print_outcome(outcome, tenant: str, version: str, job: str, commit: str) -> None:

@@ -36,6 +36,9 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_MIX = {"simple": 0.4, "reasoning": 0.2, "multi_context": 0.25, "unanswerable": 0.15}
 
 DEFAULT_TOLERANCE = 0.05  # largest allowed drop of a metric's mean before the gate blocks
+# The least share of a metric's applicable items that must be measured, on the candidate's side and the
+# baseline's, for the gate to decide on it and for a candidate to become a baseline (reporting/compare.py).
+DEFAULT_MIN_COVERAGE = 0.8
 
 # Far above any real question, answer, ground truth or retrieved chunk; the offline judge's cost grows
 # with the product of the field sizes, so a pathological field would otherwise run for many minutes.

@@ -24,6 +24,8 @@ COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' c
 
 MANIFEST_FILE = "golden_set.manifest.json"  # written last: it makes a golden-set version visible
 REPORT_FILES = {"markdown": "regression_report.md", "html": "regression_report.html"}
+# Output metadata of an asset that stored its table itself (see regression_report): the IO manager skips it.
+STORED_BY_ASSET = "stored_by_asset"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS, MetricResult, unmeasured
+from rag_eval_pipeline.core.judging.results import CANDIDATE_FAILED, SCORE_COLUMNS, MetricResult, unmeasured
 
 
 
@@ -39,7 +39,7 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
     scored = dict(zip(answered, results))
     rows = metric_rows(
         ({"qa_id": output["qa_id"], "judge": judge.name, "k": k, "commit": output["commit"]},
-         scored.get(i) or [unmeasured(metric, f"candidate failed: {output['error']}") for metric in metrics])
+         scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output['error'])) for metric in metrics])
         for i, output in enumerate(records)
     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS), judgements

@@ -10,7 +10,14 @@ from pydantic import Field
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.reporting.baselines import BaselineChanged, BaselineStore, Promotion, promotion_reason
+from rag_eval_pipeline.reporting.baselines import (
+    BaselineChanged,
+    BaselineStore,
+    Promotion,
+    PromotionPolicy,
+    promotion_reason,
+)
+from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
     IncomparableScores,
@@ -21,7 +28,7 @@ from rag_eval_pipeline.reporting.compare import (
 )
 from rag_eval_pipeline.reporting.report import Audit, Outcome, build_report, judges_of
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
-from rag_eval_pipeline.core.warehouse import audited_commit
+from rag_eval_pipeline.core.warehouse import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
 class ReportSettings(Config):
@@ -30,12 +37,23 @@ class ReportSettings(Config):
     metric_tolerances: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] = Field(
         default={}, description="Per-metric overrides of the tolerance, e.g. {'mrr': 0.1}."
     )
+    min_coverage: float = Field(
+        default=DEFAULT_MIN_COVERAGE, ge=0, le=1, allow_inf_nan=False,
+        description="Least share of a metric's applicable items that must be measured, on the candidate's side "
+        "and the baseline's, for the gate to decide on it and for the candidate to become a baseline.",
+    )
     baseline_commit: str = Field(
-        default="", description="Compare against this audited commit instead of the tenant's current baseline."
+        default="", description="Compare against this audited commit instead of the tenant's current baseline "
+        "(for comparison only: such a run never moves the baseline by itself)."
     )
     promote_to_baseline: bool = Field(default=False, description="Make this candidate the tenant's baseline.")
     branch: str = Field(default="", description="The candidate's branch; a pass on main_branch promotes it.")
-    main_branch: str = Field(default="main", description="Candidates that pass on this branch become the baseline.")
+    main_branch: str = Field(default="main", description="Candidates that pass on this branch become the baseline; "
+                             "the first audit of a version on it proposes the first baseline.")
+    first_audit_is_baseline: bool = Field(
+        default=False, description="The first audit of a version becomes its baseline whatever the branch "
+        "(`rag-eval run` and `demo`: the operator's own runs).",
+    )
     rescore_baseline: bool = Field(
         default=True,
         description="When the baseline was scored by another judge, k or metric set, re-score its archived "
@@ -46,11 +64,17 @@ class ReportSettings(Config):
         """The largest allowed drop per metric, "default" for the others: what the comparison applies."""
         return {"default": self.tolerance, **self.metric_tolerances}
 
+    def promotion_policy(self) -> PromotionPolicy:
+        return PromotionPolicy(explicit=self.promote_to_baseline, branch=self.branch, main_branch=self.main_branch,
+                               baseline_requested=bool(self.baseline_commit),
+                               first_audit_is_baseline=self.first_audit_is_baseline)
+
 
 @lineage_asset(
     "reporting",
     "Per metric: candidate and baseline means over the same items, the delta with its bootstrap 95% "
-    "interval, coverage, tolerance and the verdict (block when a metric drops by more than its tolerance). "
+    "interval, coverage, tolerance and the verdict (block when a metric drops by more than its tolerance; "
+    "unmeasured when a metric was measured on too few items to decide). "
     "The Markdown and HTML reports add deltas per question type, retrieval/generation quadrants and the "
     "worst regressed items. Kept per audited commit and run.",
 )
@@ -70,15 +94,22 @@ def regression_report(
     store = warehouse.store()
     baselines = warehouse.baselines()
     scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
+    audit = Audit(tenant, version, commit, run_id, store.report_location(tenant, version, commit, run_id),
+                  judges_of(metric_scores))
     for _ in range(COMPARE_ATTEMPTS):
-        # Compared outside the lock (re-scoring a baseline may take long), then archived and promoted
-        # under it only if the baseline is still the one compared with: no promotion is lost or doubled.
+        # Compared outside the lock (re-scoring a baseline may take long); then, under it and only if the
+        # baseline is still the one compared with, the report is stored, the audit archived and, last of
+        # all, the candidate promoted: no promotion is lost or doubled, and none outlives a report that
+        # failed to be written.
         current = baselines.current(tenant, version)
         outcome = _judge_against_baseline(context, config, baselines, tenant, version, current, scored, judge, embedder)
+        report = build_report(audit, outcome)
         with baselines.locked(tenant):
             if baselines.current(tenant, version) != current:
                 context.log.info(f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again")
                 continue
+            store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": config.tolerances()})
+            store.write_audit_table(tenant, version, commit, run_id, "regression_report", report.table)
             baselines.mark_complete(tenant, version, commit, run_id)  # its tables are in the run's folder already
             if outcome.promotion:
                 baselines.promote(tenant, version, commit, outcome.promotion, config.branch, run_id,
@@ -87,11 +118,8 @@ def regression_report(
             break
     else:
         raise BaselineChanged(f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate")
-    audit = Audit(tenant, version, commit, run_id, store.report_location(tenant, version, commit, run_id),
-                  judges_of(metric_scores))
-    report = build_report(audit, outcome)
-    store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": config.tolerances()})
-    return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown)})
+    return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown),
+                                          STORED_BY_ASSET: True})
 
 
 COMPARE_ATTEMPTS = 5
@@ -125,10 +153,10 @@ def _judge_against_baseline(context, config: ReportSettings, baselines: Baseline
         context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
         baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
-    comparison = compare(run.scores, baseline, config.tolerances())
+    comparison = compare(run.scores, baseline, config.tolerances(), config.min_coverage)
     analysis = analyse(comparison, run.scores, baseline, run.golden, run.outputs, baseline_outputs)
-    promotion = promotion_reason(comparison.verdict, baseline is not None, config.promote_to_baseline,
-                                 config.branch, config.main_branch)
+    promotion = promotion_reason(comparison.verdict, comparison.measured_enough, baseline is not None,
+                                 config.promotion_policy())
     if current is not None and current.commit == run.commit:
         promotion = None  # already the baseline: a second line in the history would say nothing new
     return Outcome(baseline_commit, baseline_source, comparison, analysis, promotion)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 from filelock import FileLock
 
-from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASS
+from rag_eval_pipeline.reporting.compare import NO_BASELINE, PASS
 from rag_eval_pipeline.core.names import RUN_ID_PATTERN
 from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
 from rag_eval_pipeline.core.warehouse import (
@@ -68,17 +68,40 @@ class Promotion:
     run_id: str
 
 
-def promotion_reason(verdict: str, had_baseline: bool, explicit: bool, branch: str, main_branch: str) -> str | None:
-    """Why the audited candidate becomes the baseline, or None when it does not."""
-    if verdict == NOTHING_SCORED:
-        return None  # nothing to compare a later candidate with
-    if explicit:
+@dataclass(frozen=True)
+class PromotionPolicy:
+    """What a run was asked about its audit becoming the baseline (ReportSettings)."""
+
+    explicit: bool = False  # promote it, whatever the verdict (a person's decision), if it was measured enough
+    branch: str = ""  # the candidate's branch ("" when not said: a local run, a manifest without one)
+    main_branch: str = "main"  # the followed branch: only its gates set and move the baseline
+    baseline_requested: bool = False  # compared with a commit named by --baseline: for comparison only
+    first_audit_is_baseline: bool = False  # `rag-eval run` and `demo`: the operator's own first audit of a version
+
+    @property
+    def on_followed_branch(self) -> bool:
+        return bool(self.branch) and self.branch == self.main_branch
+
+
+def promotion_reason(verdict: str, measured_enough: bool, had_baseline: bool, policy: PromotionPolicy) -> str | None:
+    """Why the audited candidate becomes the baseline, or None when it does not. The rules, in one place:
+
+    - never unless every metric that applies was measured on enough of its items (Comparison.measured_enough);
+    - a person's explicit promotion (`--promote-baseline`), whatever the verdict;
+    - never when the run compared with a baseline it named (`--baseline`);
+    - the first audit of a version, on the followed branch (or by `rag-eval run`/`demo`);
+    - a pass on the followed branch.
+    """
+    if not measured_enough:
+        return None
+    if policy.explicit:
         return EXPLICIT
+    if policy.baseline_requested:
+        return None
     if not had_baseline:
-        return FIRST_RUN
-    if verdict == PASS and branch and branch == main_branch:
-        return passed_on(main_branch)
-    return None
+        return FIRST_RUN if verdict == NO_BASELINE and (policy.on_followed_branch or policy.first_audit_is_baseline) \
+            else None
+    return passed_on(policy.main_branch) if verdict == PASS and policy.on_followed_branch else None
 
 
 class BaselineStore:
@@ -175,16 +198,15 @@ class BaselineStore:
                 folder = self._audit_folder(tenant, version, commit)
                 run_id = folder.name.removeprefix(RUN_PREFIX) if folder.name.startswith(RUN_PREFIX) else ""
             promotion = Promotion(tenant, version, commit, reason, branch, _now(0), run_id)
-            with self._history_path(tenant).open("a", encoding="utf-8") as history:
-                history.write(json.dumps(asdict(promotion), sort_keys=True) + "\n")
+            # The whole history is rewritten and renamed into place, never appended to: a writer killed
+            # mid-way leaves the old file, and a torn line an older version left is not written after.
+            promotions = [*read_history(self._history_path(tenant)), promotion]
+            atomic_write_text(self._history_path(tenant),
+                              "".join(json.dumps(asdict(p), sort_keys=True) + "\n" for p in promotions))
             return promotion
 
     def history(self, tenant: str, version: str | None = None) -> list[Promotion]:
-        path = self._history_path(tenant)
-        if not path.is_file():
-            return []
-        promotions = [Promotion(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        return [p for p in promotions if version is None or p.version == version]
+        return [p for p in read_history(self._history_path(tenant)) if version is None or p.version == version]
 
     def current(self, tenant: str, version: str) -> Promotion | None:
         promotions = self.history(tenant, version)
@@ -192,6 +214,34 @@ class BaselineStore:
 
     def _history_path(self, tenant: str) -> Path:
         return self.warehouse.tenant_dir(tenant) / HISTORY_FILE
+
+
+def read_history(path: Path) -> list[Promotion]:
+    """The promotions in a history file, oldest first.
+
+    A last line without its line break is a write that never finished (its writer was killed while
+    appending, as versions before the atomic rewrite did): unless it is a whole promotion, it is not
+    one, and is skipped. Any other line that is not a promotion is damage: ValueError naming the file
+    and the line, since guessing the current baseline from a damaged history could gate against the wrong one.
+    """
+    if not path.is_file():
+        return []
+    *complete, last = path.read_text(encoding="utf-8").split("\n")
+    promotions = [_promotion(path, number, line) for number, line in enumerate(complete, 1) if line.strip()]
+    if last.strip():
+        try:
+            promotions.append(_promotion(path, len(complete) + 1, last))
+        except ValueError:
+            pass  # the torn tail of an unfinished append
+    return promotions
+
+
+def _promotion(path: Path, number: int, line: str) -> Promotion:
+    try:
+        return Promotion(**json.loads(line))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"baseline history {path}, line {number}, is not a promotion ({error}): restore that "
+                         "line from a backup or remove it, then re-run") from None
 
 
 def _now(digits: int) -> str:

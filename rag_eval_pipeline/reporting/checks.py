@@ -6,22 +6,26 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity
 
 from rag_eval_pipeline.partitions import partitioned_asset_check
-from rag_eval_pipeline.reporting.compare import BLOCK, NOTHING_SCORED
+from rag_eval_pipeline.reporting.compare import NOTHING_SCORED, PASSES, decision
 
 
 @partitioned_asset_check(
     asset="regression_report",
     blocking=True,
-    description="Fails when the report blocks the candidate: a metric's mean or coverage dropped by more "
-    "than its tolerance against the baseline, or nothing could be scored.",
+    description="Passes only when the report passes the candidate. Fails when it blocks it (a metric's mean "
+    "dropped by more than its tolerance against the baseline, or the candidate gave nothing to measure on more "
+    "items) and when it cannot decide (a metric measured on too few items on either side, no baseline on this "
+    "branch, nothing scored).",
 )
 def regression_gate(regression_report: pd.DataFrame) -> AssetCheckResult:
     verdict = str(regression_report["verdict_overall"].iloc[0]) if len(regression_report) else NOTHING_SCORED
     failing = regression_report.loc[regression_report["verdict"] == "regressed", "metric"].tolist()
+    unmeasured = regression_report.loc[regression_report["verdict"] == "unmeasured", "metric"].tolist()
     return AssetCheckResult(
-        passed=verdict not in (BLOCK, NOTHING_SCORED),
+        passed=decision(verdict) == PASSES,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"verdict": verdict, "failing_metrics": ", ".join(failing) or "none"},
+        metadata={"verdict": verdict, "failing_metrics": ", ".join(failing) or "none",
+                  "unmeasured_metrics": ", ".join(unmeasured) or "none"},
     )
 
 

@@ -1,9 +1,17 @@
 """Compare a candidate's scores with the tenant's baseline and decide whether to block.
 
 Means are paired: a metric is compared over the golden items measured in both runs, so a change in
-which items could be measured does not pass for a change in quality. Coverage (the share of items
-measured) is compared too: a candidate that fails on more items is a regression even if the items
-it did answer score well. Aggregates never contain NaN; unmeasured items are counted instead.
+which items could be measured does not pass for a change in quality. Aggregates never contain NaN;
+unmeasured items are counted instead, by cause (core/judging/results.py):
+
+- items the metric does not apply to (no gold chunk, a declining answer) are left out of coverage;
+- coverage is the share of the remaining items that were measured;
+- a candidate that gives nothing to measure on more items than the baseline did (it failed, retrieved
+  nothing, answered nothing) regressed, even if the items it did answer score well;
+- a metric measured on less than `min_coverage` of its items, on either side (a judge whose replies
+  are unusable, a baseline that was never measured), is "unmeasured": not a pass and not a
+  regression. The gate cannot decide on it and exits 2; a measured regression elsewhere still blocks.
+- a verdict with no measured metric never passes.
 
 Beside the verdict, the report explains where and why (`analyse`): a bootstrap interval of each
 delta, the deltas per question type, retrieval/generation quadrants, and the worst regressed items.
@@ -17,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rag_eval_pipeline.core.defaults import DEFAULT_TOLERANCE
+from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
+from rag_eval_pipeline.core.judging.results import CANDIDATE, JUDGE, NOT_APPLICABLE, unmeasured_cause
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240605  # fixed: the same scores always give the same interval
@@ -26,8 +35,27 @@ EVIDENCE_CHARS = 300
 
 PASS = "pass"
 BLOCK = "block"
-NO_BASELINE = "pass (no baseline yet: this candidate is recorded as the baseline)"
-NOTHING_SCORED = "block (no item was scored: the golden set or the candidate's outputs are empty)"
+NO_BASELINE = "no baseline"  # what the comparison says; the report says whether the candidate became the baseline
+UNMEASURED = "unmeasured (the gate cannot decide: a metric was measured on too few items)"
+NOTHING_SCORED = "unmeasured (no item was scored: the golden set or the candidate's outputs are empty)"
+# The report's verdict when there was no baseline: the candidate became it, or it did not (report.py).
+BASELINE_PROPOSED = "pass (no baseline yet: this candidate is recorded as the baseline)"
+NO_BASELINE_SET = ("no baseline (this golden-set version has none: the first passing gate on the followed branch, "
+                   "or `rag-eval baseline promote`, sets it)")
+
+# What a verdict decides: the gate's exit 0, 1 or 2, and whether the blocking check passes.
+PASSES, BLOCKS, UNDECIDED = "pass", "block", "undecided"
+
+
+def decision(verdict: str) -> str:
+    """PASSES, BLOCKS or UNDECIDED for a report's overall verdict (also one stored by an earlier version)."""
+    if verdict == PASS or verdict == BASELINE_PROPOSED:
+        return PASSES
+    return BLOCKS if verdict.startswith(BLOCK) else UNDECIDED
+
+# A metric's verdict, per row of the comparison.
+OK_ROW, REGRESSED_ROW, UNMEASURED_ROW, NOT_APPLICABLE_ROW, NO_BASELINE_ROW = (
+    "ok", "regressed", "unmeasured", "not applicable", "no baseline")
 
 Tolerance = float | dict[str, float]
 
@@ -38,25 +66,47 @@ class Comparison:
     verdict: str
     failing_metrics: list[str]
     tolerance: float  # the default; per-metric values are in table["tolerance"]
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+
+    @property
+    def unmeasured_metrics(self) -> list[str]:
+        return self.table.loc[self.table["verdict"] == UNMEASURED_ROW, "metric"].tolist()
+
+    @property
+    def measured_enough(self) -> bool:
+        """Every metric that applies was measured on at least min_coverage of the candidate's items (and
+        something was measured at all): what a promotion needs on the candidate's side."""
+        applies = self.table[self.table["verdict"] != NOT_APPLICABLE_ROW]
+        return bool(len(applies)) and bool((applies["coverage"] >= self.min_coverage).all()) \
+            and bool((applies["n_measured"] > 0).any())
 
 
-def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: Tolerance = DEFAULT_TOLERANCE) -> Comparison:
-    """tolerance: one value for every metric, or {metric: value} overrides (key "default" sets the rest)."""
+def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: Tolerance = DEFAULT_TOLERANCE,
+            min_coverage: float = DEFAULT_MIN_COVERAGE) -> Comparison:
+    """tolerance: one value for every metric, or {metric: value} overrides (key "default" sets the rest).
+    min_coverage: the least share of a metric's applicable items that must be measured, on each side."""
     default, overrides = _split_tolerance(tolerance)
     rows = [
-        _metric_row(metric, group, baseline, overrides.get(metric, default))
+        _metric_row(metric, group, baseline, overrides.get(metric, default), min_coverage)
         for metric, group in candidate.groupby("metric", sort=False)
     ]
     # Nullable floats: a metric nobody could measure has <NA> and a note, never NaN.
     table = pd.DataFrame(rows, columns=_COLUMNS).astype({column: "Float64" for column in _NULLABLE_COLUMNS})
-    failing = table.loc[table["verdict"] == "regressed", "metric"].tolist()
-    if table.empty:
-        verdict = NOTHING_SCORED
-    elif baseline is None:
-        verdict = NO_BASELINE
-    else:
-        verdict = BLOCK if failing else PASS
-    return Comparison(table, verdict, failing, default)
+    failing = table.loc[table["verdict"] == REGRESSED_ROW, "metric"].tolist()
+    return Comparison(table, _overall(table, baseline is not None), failing, default, min_coverage)
+
+
+def _overall(table: pd.DataFrame, has_baseline: bool) -> str:
+    """A regression blocks; otherwise a metric measured on too few items leaves the gate undecided;
+    a verdict with no measured metric never passes."""
+    verdicts = set(table["verdict"])
+    if REGRESSED_ROW in verdicts:  # also a candidate that failed on every item: failing is measured against it
+        return BLOCK
+    if table.empty or not (table["n_measured"] > 0).any() or verdicts <= {NOT_APPLICABLE_ROW}:
+        return NOTHING_SCORED
+    if UNMEASURED_ROW in verdicts:
+        return UNMEASURED
+    return PASS if has_baseline else NO_BASELINE
 
 
 class IncomparableScores(ValueError):
@@ -94,20 +144,69 @@ def _split_tolerance(tolerance: Tolerance) -> tuple[float, dict[str, float]]:
     return float(tolerance), {}
 
 
-_NULLABLE_COLUMNS = ("candidate_mean", "baseline_mean", "delta", "delta_ci_low", "delta_ci_high", "baseline_coverage")
-_COLUMNS = ["metric", "candidate_mean", "n_items", "n_measured", "n_unmeasured", "coverage", "baseline_mean",
-            "paired_items", "delta", "delta_ci_low", "delta_ci_high", "baseline_coverage", "tolerance", "verdict", "note"]
+_NULLABLE_COLUMNS = ("candidate_mean", "coverage", "baseline_mean", "delta", "delta_ci_low", "delta_ci_high",
+                     "baseline_coverage")
+_COLUMNS = ["metric", "candidate_mean", "n_items", "n_applicable", "n_measured", "n_unmeasured", "coverage",
+            "baseline_mean", "paired_items", "delta", "delta_ci_low", "delta_ci_high", "baseline_coverage", "tolerance",
+            "verdict", "note"]
 
 
-def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float) -> dict:
-    measured = _measured(scores)
+@dataclass(frozen=True)
+class Coverage:
+    """How far one side's rows of one metric were measured, and why the rest were not (results.py's causes)."""
+
+    items: int
+    measured: int
+    not_applicable: int
+    candidate_short: int  # items the candidate gave nothing to measure on
+    judge_failed: int
+    reasons: dict[str, pd.Series]  # per cause: reason -> count, most frequent first
+
+    @property
+    def applicable(self) -> int:
+        return self.items - self.not_applicable
+
+    @property
+    def share(self) -> float | None:
+        """Measured items over applicable items; None when the metric applies to no item."""
+        return round(self.measured / self.applicable, 4) if self.applicable else None
+
+    @property
+    def answered_share(self) -> float:
+        """Applicable items the candidate gave something to measure on (measured or not by the judge)."""
+        return round(1 - self.candidate_short / self.applicable, 4) if self.applicable else 1.0
+
+    def why(self, *causes: str) -> str:
+        """The most frequent reasons of these causes, with their counts."""
+        found = [self.reasons[cause] for cause in causes if cause in self.reasons]
+        if not found:
+            return ""
+        counts = pd.concat(found).groupby(level=0).sum().sort_values(ascending=False, kind="stable")
+        top = [f"{reason} ({int(n)} item{'s' if n > 1 else ''})" for reason, n in counts.head(2).items()]
+        return "; ".join(top) + (f"; {len(counts) - 2} other reasons" if len(counts) > 2 else "")
+
+
+def coverage_of(scores: pd.DataFrame) -> Coverage:
+    """What one metric's score rows say about how far it was measured."""
+    unmeasured = scores[(scores["status"] != "ok") | scores["score"].isna()]
+    causes = unmeasured["reason"].fillna("").astype(str).map(unmeasured_cause)
+    reasons = {cause: group.value_counts() for cause, group in unmeasured["reason"].astype(str).groupby(causes)}
+    count = causes.value_counts()
+    return Coverage(int(len(scores)), int(len(scores) - len(unmeasured)), int(count.get(NOT_APPLICABLE, 0)),
+                    int(count.get(CANDIDATE, 0)), int(count.get(JUDGE, 0)), reasons)
+
+
+def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float,
+                min_coverage: float) -> dict:
+    ours = coverage_of(scores)
     row = {
         "metric": metric,
-        "candidate_mean": _mean(measured["score"]),
-        "n_items": int(len(scores)),
-        "n_measured": int(len(measured)),
-        "n_unmeasured": int(len(scores) - len(measured)),
-        "coverage": round(len(measured) / len(scores), 4) if len(scores) else 0.0,
+        "candidate_mean": _mean(_measured(scores)["score"]),
+        "n_items": ours.items,
+        "n_applicable": ours.applicable,
+        "n_measured": ours.measured,
+        "n_unmeasured": ours.items - ours.measured,
+        "coverage": ours.share,
         "baseline_mean": None,
         "paired_items": 0,
         "delta": None,
@@ -115,25 +214,58 @@ def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None
         "delta_ci_high": None,
         "baseline_coverage": None,
         "tolerance": tolerance,
-        "verdict": "no baseline",
-        "note": _unmeasured_note(scores),
     }
     if baseline is None:
+        row["verdict"], row["note"] = _verdict_alone(ours, min_coverage)
         return row
-    base = baseline[baseline["metric"] == metric]
-    paired = _pairs(measured, base)
-    row["baseline_coverage"] = round(len(_measured(base)) / len(base), 4) if len(base) else 0.0
+    base_scores = baseline[baseline["metric"] == metric]
+    theirs = coverage_of(base_scores)
+    paired = _pairs(scores, base_scores)
+    row["baseline_coverage"] = theirs.share
     row["paired_items"] = int(len(paired))
-    if paired.empty:
-        row["verdict"] = "unmeasured" if row["baseline_coverage"] == 0 else "regressed"
-        return row
-    row["candidate_mean"] = _mean(paired["score"])
-    row["baseline_mean"] = _mean(paired["score_baseline"])
-    row["delta"] = round(row["candidate_mean"] - row["baseline_mean"], 4)
-    row["delta_ci_low"], row["delta_ci_high"] = bootstrap_interval(paired["score"] - paired["score_baseline"])
-    coverage_drop = round(row["baseline_coverage"] - row["coverage"], 4)  # 1.0 - 0.95 is not > 0.05
-    row["verdict"] = "regressed" if row["delta"] < -tolerance or coverage_drop > tolerance else "ok"
+    if len(paired):
+        row["candidate_mean"] = _mean(paired["score"])
+        row["baseline_mean"] = _mean(paired["score_baseline"])
+        row["delta"] = round(row["candidate_mean"] - row["baseline_mean"], 4)
+        row["delta_ci_low"], row["delta_ci_high"] = bootstrap_interval(paired["score"] - paired["score_baseline"])
+    row["verdict"], row["note"] = _verdict_against(ours, theirs, row["delta"], tolerance, min_coverage)
     return row
+
+
+def _verdict_alone(ours: Coverage, min_coverage: float) -> tuple[str, str]:
+    """A metric of a candidate without a baseline: measured enough to become one, or not."""
+    if not ours.applicable:
+        return NOT_APPLICABLE_ROW, f"applies to none of the items: {ours.why(NOT_APPLICABLE)}"
+    if ours.share < min_coverage:
+        return UNMEASURED_ROW, _too_few("candidate", ours, min_coverage)
+    return NO_BASELINE_ROW, ours.why(CANDIDATE, JUDGE)
+
+
+def _verdict_against(ours: Coverage, theirs: Coverage, delta: float | None, tolerance: float,
+                     min_coverage: float) -> tuple[str, str]:
+    """In this order: a metric that applies to nothing; the candidate giving nothing to measure on more items
+    than the baseline did (a regression: failing is the candidate's doing); either side measured on too few
+    items (undecided: not a pass, and not the candidate's fault); the mean dropping by more than the tolerance."""
+    if not ours.applicable:
+        return NOT_APPLICABLE_ROW, f"applies to none of the candidate's items: {ours.why(NOT_APPLICABLE)}"
+    answered_drop = round(theirs.answered_share - ours.answered_share, 4)  # 1.0 - 0.95 is not > 0.05
+    if answered_drop > tolerance:
+        return REGRESSED_ROW, (f"the candidate gave nothing to measure on {ours.candidate_short} of {ours.applicable} "
+                               f"items (the baseline on {theirs.candidate_short}): {ours.why(CANDIDATE)}")
+    short = [_too_few(side, cover, min_coverage) for side, cover in (("candidate", ours), ("baseline", theirs))
+             if cover.share is None or cover.share < min_coverage]
+    if short:
+        return UNMEASURED_ROW, "; ".join(short)
+    if delta is None:
+        return UNMEASURED_ROW, "no item was measured on both sides"
+    return (REGRESSED_ROW if delta < -tolerance else OK_ROW), ours.why(CANDIDATE, JUDGE)
+
+
+def _too_few(side: str, cover: Coverage, min_coverage: float) -> str:
+    if not cover.applicable:
+        return f"{side}: applies to none of its items"
+    return (f"{side} measured on {cover.measured} of {cover.applicable} items ({cover.share:.0%}, floor "
+            f"{min_coverage:.0%}): {cover.why(JUDGE, CANDIDATE)}")
 
 
 def bootstrap_interval(differences: pd.Series, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -159,15 +291,6 @@ def _measured(scores: pd.DataFrame) -> pd.DataFrame:
 def _pairs(candidate: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
     """Items measured in both runs, with the baseline's columns suffixed '_baseline'."""
     return _measured(candidate).merge(_measured(baseline), on=["qa_id", "metric"], suffixes=("", "_baseline"))
-
-
-def _unmeasured_note(scores: pd.DataFrame) -> str:
-    """Why items went unmeasured: the most frequent reason and how often it occurred."""
-    reasons = scores.loc[scores["status"] != "ok", "reason"].value_counts()
-    if reasons.empty:
-        return ""
-    reason, count = reasons.index[0], int(reasons.iloc[0])
-    return f"{reason} ({count} item{'s' if count > 1 else ''})"
 
 
 def _mean(values: pd.Series) -> float | None:

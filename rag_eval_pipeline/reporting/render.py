@@ -13,7 +13,17 @@ from html import escape
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from rag_eval_pipeline.reporting.compare import BAD, GOOD, UNCLASSIFIED, Analysis, Comparison
+from rag_eval_pipeline.reporting.compare import (
+    BAD,
+    BLOCKS,
+    GOOD,
+    PASSES,
+    UNCLASSIFIED,
+    UNDECIDED,
+    Analysis,
+    Comparison,
+    decision,
+)
 
 INTERVAL_NOTE = ("delta: candidate - baseline mean over the items measured in both runs; "
                  "[low, high]: its paired bootstrap 95% interval")
@@ -21,12 +31,15 @@ QUADRANT_NOTE = ("retrieval is good when hit_rate == 1 (context_recall >= 0.5 wh
                  "generation is good when faithfulness >= 0.5 and answer_correctness >= 0.5, bad when either is below")
 
 
-def render_markdown(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None) -> str:
-    return _TEMPLATES.get_template("report.md").render(_context(comparison, title, details, analysis))
+def render_markdown(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None,
+                    verdict: str | None = None) -> str:
+    """verdict: the report's overall verdict, when it says more than the comparison's (see report.Outcome)."""
+    return _TEMPLATES.get_template("report.md").render(_context(comparison, title, details, analysis, verdict))
 
 
-def render_html(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None) -> str:
-    return _TEMPLATES.get_template("report.html").render(_context(comparison, title, details, analysis))
+def render_html(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None,
+                verdict: str | None = None) -> str:
+    return _TEMPLATES.get_template("report.html").render(_context(comparison, title, details, analysis, verdict))
 
 
 def _md_text(value) -> str:
@@ -47,6 +60,10 @@ def _answer(value: str | None) -> str:
     if value is None:
         return "(not stored)"
     return value if value.strip() else "(empty answer)"
+
+
+def _percent(value) -> str:
+    return "n/a" if _missing(value) else f"{value:.0%}"
 
 
 def _missing(value) -> bool:
@@ -71,14 +88,17 @@ _TEMPLATES.filters.update(md_text=_md_text, md_cell=_md_cell, answer=_answer, fm
 # --- What the templates show ------------------------------------------------------------------------
 
 
-def _context(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None) -> dict:
+def _context(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None,
+             verdict: str | None) -> dict:
     rows = comparison.table.to_dict("records")
+    verdict = verdict or comparison.verdict
     return {
         "title": title,
-        "verdict": comparison.verdict,
-        "verdict_class": "block" if comparison.verdict.startswith("block") else "pass",
+        "verdict": verdict,
+        "verdict_class": {PASSES: "pass", BLOCKS: "block", UNDECIDED: "unmeasured"}[decision(verdict)],
         "details": {key: str(value) for key, value in details.items()},
         "tolerance_summary": _tolerance_summary(comparison),
+        "min_coverage": f"{comparison.min_coverage:.0%}",
         "interval_note": INTERVAL_NOTE,
         "quadrant_note": QUADRANT_NOTE,
         "metrics": [_metric_row(row) for row in rows],
@@ -91,7 +111,7 @@ def _context(comparison: Comparison, title: str, details: dict[str, str], analys
 
 def _metric_row(row: dict) -> dict:
     cells = [row["metric"], _fmt(row["candidate_mean"]), _fmt(row["baseline_mean"]), _delta_with_interval(row),
-             f"{row['n_measured']}/{row['n_items']}", f"{row['coverage']:.0%}", f"{row['tolerance']:g}", row["verdict"]]
+             f"{row['n_measured']}/{row['n_applicable']}", _percent(row["coverage"]), f"{row['tolerance']:g}", row["verdict"]]
     return {"cells": cells, "html_cells": [*cells, row["note"]], "regressed": row["verdict"] == "regressed"}
 
 

@@ -11,7 +11,7 @@ from pathlib import PurePath
 import pandas as pd
 
 from rag_eval_pipeline.core.warehouse import REPORT_FILES, StoredReport
-from rag_eval_pipeline.reporting.compare import Analysis, Comparison
+from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, NO_BASELINE, NO_BASELINE_SET, Analysis, Comparison
 from rag_eval_pipeline.reporting.render import render_html, render_markdown
 
 MARKDOWN_FILE, HTML_FILE = REPORT_FILES["markdown"], REPORT_FILES["html"]
@@ -39,6 +39,13 @@ class Outcome:
     analysis: Analysis
     promotion: str | None  # why the candidate becomes the baseline, or None
 
+    @property
+    def verdict(self) -> str:
+        """The comparison's verdict; without a baseline, whether this candidate became it."""
+        if self.comparison.verdict != NO_BASELINE:
+            return self.comparison.verdict
+        return BASELINE_PROPOSED if self.promotion else NO_BASELINE_SET
+
 
 @dataclass(frozen=True)
 class Report:
@@ -64,12 +71,12 @@ def build_report(audit: Audit, outcome: Outcome) -> Report:
         "HTML report": str(html_path), "Markdown report": str(markdown_path),
     }
     table = comparison.table.assign(
-        verdict_overall=comparison.verdict, commit=audit.commit, baseline_commit=baseline,
+        verdict_overall=outcome.verdict, commit=audit.commit, baseline_commit=baseline,
         baseline_source=outcome.baseline_source, promoted_to_baseline=promoted,
     )
     summary = {
         "commit": audit.commit,
-        "verdict": comparison.verdict,
+        "verdict": outcome.verdict,
         "failing_metrics": ", ".join(comparison.failing_metrics) or "none",
         "baseline": f"{baseline} ({outcome.baseline_source})",
         "promoted_to_baseline": promoted or "no",
@@ -79,8 +86,8 @@ def build_report(audit: Audit, outcome: Outcome) -> Report:
     }
     return Report(
         table=table,
-        markdown=render_markdown(comparison, title, details, outcome.analysis),
-        html=render_html(comparison, title, details, outcome.analysis),
+        markdown=render_markdown(comparison, title, details, outcome.analysis, outcome.verdict),
+        html=render_html(comparison, title, details, outcome.analysis, outcome.verdict),
         markdown_path=markdown_path, html_path=html_path, summary=summary,
     )
 

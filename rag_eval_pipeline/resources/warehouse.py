@@ -10,7 +10,7 @@ from dagster import ConfigurableIOManager, ConfigurableResource, InitResourceCon
 
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, Warehouse
 
 
 class WarehouseResource(ConfigurableResource):
@@ -68,6 +68,10 @@ def write_table(store, context: OutputContext, frame: pd.DataFrame) -> None:
     their commit and run, the others under their partition."""
     tenant, version = split_key(context.asset_partition_key)
     name = context.asset_key.path[-1]
+    if _metadata(context, STORED_BY_ASSET):
+        # The asset stored it itself, before a step that must come after it (the report, before a promotion):
+        # writing it again could only fail after that step, and turn a finished gate into an error.
+        return
     if name in AUDIT_TABLES:
         where = store.write_audit_table(tenant, version, _commit(context), context.run_id, name, frame)
     else:
@@ -90,10 +94,14 @@ def read_table(store, context: InputContext) -> pd.DataFrame:
     return frame
 
 
+def _metadata(context: OutputContext, key: str):
+    value = context.output_metadata.get(key)
+    return getattr(value, "value", value)
+
+
 def _commit(context: OutputContext) -> str:
     """The audited commit, which every audit asset states in its output metadata."""
-    value = context.output_metadata.get("commit")
-    value = getattr(value, "value", value)
+    value = _metadata(context, "commit")
     if not value:
         raise ValueError(f"{context.asset_key.to_user_string()} did not say which commit it audited")
     return str(value)

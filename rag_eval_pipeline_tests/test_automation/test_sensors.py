@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -238,3 +239,20 @@ def test_nightly_schedule(roots, instance):
     copy_demo(roots[0] / "acme", "data-retention-policy.md")
     (changed,) = _nightly(schedule, instance, defs).run_requests
     assert split_key(changed.partition_key)[1] != version
+
+
+def test_the_followed_branch_is_the_one_that_sets_baselines_whatever_its_name(tmp_path, golden, instance):
+    """Following 'trunk': its commits, and manifests that say they are on it, may set and move the baseline;
+    before, every audit compared its branch with "main", so a pass on trunk never moved anything."""
+    repo = tmp_path / "repo"
+    make_repo(repo)
+    subprocess.run(["git", "-C", str(repo), "branch", "-m", "trunk"], check=True, capture_output=True)
+    sensor, defs = _candidates(tmp_path, golden, {"repo": str(repo), "branch": "trunk", "tenant": "acme",
+                                                  "entry": "reference"})
+    _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference",
+                                           "branch": "trunk"}))
+    requests = tick(sensor, instance, defs).run_requests
+    assert len(requests) == 2
+    for request in requests:
+        assert _op_config(request, "regression_report", "branch", "main_branch") == {"branch": "trunk",
+                                                                                     "main_branch": "trunk"}

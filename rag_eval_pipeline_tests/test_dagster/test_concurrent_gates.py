@@ -45,7 +45,7 @@ def two_tenants(synthesized_cli_env, tenant_dirs):
     with cli_instance(cli_env) as instance:
         synthesize(instance, documents_root, warehouse_root, "globex")
     for tenant in ("acme", "globex"):
-        code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base"))
+        code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base", "--branch", "main"))
         assert code == 0 and "NO BASELINE YET" in out, err
     return cli_env
 
@@ -97,14 +97,28 @@ def test_concurrent_gates_each_get_their_own_verdict_and_promotions_are_not_lost
 
 
 def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
-    """No baseline yet and two candidates at once: exactly one becomes the proposed baseline, the other is compared with it."""
+    """No baseline yet and two candidates at once on main: exactly one becomes the proposed baseline, the other
+    is compared with it (whichever finished first)."""
     cli_env = synthesized_cli_env
-    first = [_start(cli_env, "gate", "--tenant", "acme", "--candidate", "reference"),
-             _start(cli_env, "gate", "--tenant", "acme", "--candidate", "empty", "--entry", EMPTY)]
-    outcomes = [_finish(p) for p in first]
+    commits = ["ref-a", "ref-b"]
+    first = [_start(cli_env, "gate", "--tenant", "acme", "--candidate", commit, "--branch", "main") for commit in commits]
+    outcomes = dict(zip(commits, (_finish(p) for p in first)))
     store = BaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
     history = store.history("acme", "v1")
     assert len(history) == 1, [p.commit for p in history]
     winner = history[0].commit
-    _, loser_out, _ = outcomes[1] if winner == "reference" else outcomes[0]
+    (loser,) = set(commits) - {winner}
+    code, loser_out, err = outcomes[loser]
+    assert code == 0, err
     assert "NO BASELINE YET" not in loser_out and f"baseline: {winner}" in loser_out
+    assert "NO BASELINE YET" in outcomes[winner][1]
+
+
+def test_a_first_gate_that_declines_everything_on_main_never_becomes_the_baseline(synthesized_cli_env):
+    """It was measured on too few items to be what later candidates are compared with: exit 2, no history."""
+    code, out, err = _finish(_start(synthesized_cli_env, "gate", "--tenant", "acme", "--candidate", "empty",
+                                    "--entry", EMPTY, "--branch", "main"))
+    assert code == 2, out + err
+    assert "unmeasured contextual_relevancy: candidate measured on 0 of " in out
+    assert "now the baseline" not in out
+    assert BaselineStore(Warehouse(synthesized_cli_env["RAG_EVAL_WAREHOUSE"])).history("acme") == []

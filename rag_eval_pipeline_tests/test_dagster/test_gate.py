@@ -36,7 +36,8 @@ def _junit(path: Path) -> dict[str, str]:
 
 
 def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, tmp_path):
-    first = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--junit", str(tmp_path / "first.xml"))
+    first = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main",
+                 "--junit", str(tmp_path / "first.xml"))
     assert first.returncode == 0, first.stderr
     assert "NO BASELINE YET" in first.stdout and "acme/v1" in first.stdout
     assert set(_junit(tmp_path / "first.xml").values()) == {"skipped"}
@@ -56,15 +57,18 @@ def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, t
 
 
 def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
-    # A drop of at most 1 is tolerated: the means no longer block, but a metric the degraded candidate
-    # could not measure at all (no contexts to judge) still does.
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
+    # A drop of at most 1 is tolerated: the means no longer block. A metric the degraded candidate gave nothing
+    # to measure on (no contexts to judge) is below the coverage floor: the gate cannot pass it, and says so.
     loose = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
                  "--tolerance", "1.0", "--junit", str(tmp_path / "loose.xml"))
-    assert loose.returncode == 1, loose.stderr
+    assert loose.returncode == 2, loose.stderr
     outcomes = _junit(tmp_path / "loose.xml")
     assert outcomes["hit_rate"] == "passed" and outcomes["faithfulness"] == "passed"
-    assert outcomes["contextual_relevancy"] == "failure"
+    assert outcomes["contextual_relevancy"] == "error"
+    assert "unmeasured contextual_relevancy: candidate measured on 0 of " in loose.stdout
+    assert "the retrieved contexts make no statement" in loose.stdout
+    assert loose.stderr.strip().splitlines()[-1].startswith("error: the gate cannot decide on commit bad")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -80,7 +84,7 @@ def test_errors_exit_2_with_a_message(synthesized, args, message):
 
 
 def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesized):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     worse = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--branch", "main")
     assert worse.returncode == 1 and "baseline: base" in worse.stdout and "now the baseline" not in worse.stdout
     pull_request = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "pr", "--branch", "feature-x")
@@ -89,9 +93,11 @@ def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesi
     assert merged.returncode == 0
     assert "merged is now the baseline: passed the gate on main" in merged.stdout
 
-    # Against the degraded commit, asked for by name, the reference candidate passes and nothing is promoted.
+    # Against the degraded commit, asked for by name, the reference candidate is not blocked; but the degraded
+    # commit was never measured on contextual relevancy (it retrieved nothing), so the gate cannot pass it.
     against_bad = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "fix", "--baseline", "bad")
-    assert against_bad.returncode == 0 and "baseline: bad" in against_bad.stdout
+    assert against_bad.returncode == 2 and "baseline: bad" in against_bad.stdout
+    assert "unmeasured contextual_relevancy: baseline measured on 0 of " in against_bad.stdout
 
     shown = _cli(synthesized, "baseline", "show", "--tenant", "acme")
     assert shown.returncode == 0
@@ -115,7 +121,7 @@ def _rejudge_archive(env, commit: str, judge: str) -> None:
 
 
 def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base").returncode == 0
+    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     _rejudge_archive(synthesized, "base", "offline-support-v1")
 
     refused = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main",

@@ -10,7 +10,7 @@ from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
-from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS
+from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, BLOCK, PASS, UNMEASURED
 from rag_eval_pipeline.core.warehouse import Warehouse
 
 pytestmark = [pytest.mark.dagster]
@@ -31,7 +31,8 @@ def _run(selection, key, instance, resources, candidate="reference", commit="c1"
         run_config={
             "ops": {
                 "candidate_outputs": {"config": {"candidate": candidate, "commit": commit, "timeout_s": timeout_s}},
-                "regression_report": {"config": report},
+                # As `rag-eval run` does: the first audit of the version becomes its baseline.
+                "regression_report": {"config": {"first_audit_is_baseline": True, **report}},
             }
         },
     )
@@ -95,7 +96,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
 
     report = read_audit("regression_report")
     assert set(report["metric"]) == set(ALL_METRICS) and set(report["commit"]) == {"c1"}
-    assert (report["verdict_overall"] == NO_BASELINE).all()
+    assert (report["verdict_overall"] == BASELINE_PROPOSED).all()
     baselines = BaselineStore(warehouse)
     assert (baselines.current("acme", "v1").commit, baselines.current("acme", "v1").reason) == ("c1", FIRST_RUN)
 
@@ -149,11 +150,14 @@ def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_fo
     assert worse.output_for_node("regression_report")["verdict_overall"].iloc[0] == BLOCK
     assert baselines.current("acme", "v1").commit == "merged"  # a blocked candidate on main is not promoted
 
-    # Compared with an explicitly named older commit, the degraded one is the baseline and the reference improves.
-    against_bad = _run(AUDIT, acme_key, instance, resources, commit="fix", baseline_commit="bad")
+    # Compared with an explicitly named older commit, the degraded one is the baseline and the reference improves;
+    # but the degraded commit retrieved nothing, so contextual relevancy was never measured on its side: undecided.
+    against_bad = _run(AUDIT, acme_key, instance, resources, commit="fix", baseline_commit="bad", branch="main")
     report = against_bad.output_for_node("regression_report").set_index("metric")
     assert set(report["baseline_commit"]) == {"bad"} and report.loc["hit_rate", "delta"] > 0.05
-    assert report["verdict_overall"].iloc[0] == PASS
+    assert report["verdict_overall"].iloc[0] == UNMEASURED
+    assert report.loc["contextual_relevancy", "verdict"] == "unmeasured"
+    assert report.loc["contextual_relevancy", "note"].startswith("baseline measured on 0 of ")
     assert baselines.current("acme", "v1").commit == "merged"  # comparing with a commit does not promote it
 
 

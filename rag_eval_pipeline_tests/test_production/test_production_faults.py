@@ -7,12 +7,15 @@ from dagster import instance_for_test
 from rag_eval_pipeline.cli.launch import launch
 from rag_eval_pipeline.core.database.upgrade import upgrade
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import read_manifest
 from rag_eval_pipeline_tests.support.object_store import start_seaweed_s3
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, PrivateServer
 from rag_eval_pipeline_tests.tenant_fixtures import lay_out_acme
 from rag_eval_pipeline_tests.test_production.conftest import production_variables
+
+FIRST_AUDIT_IS_BASELINE = ReportSettings(first_audit_is_baseline=True)  # as `rag-eval run` does
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres]
 
@@ -42,7 +45,7 @@ def test_runs_across_a_database_restart_and_with_a_service_down(tmp_path, monkey
             assert launch(instance, "synthesis", key, "c0").status == 0
 
             private_postgres.restart()  # between two runs: the next one reconnects
-            assert launch(instance, "audit", key, "c1").status == 0
+            assert launch(instance, "audit", key, "c1", None, FIRST_AUDIT_IS_BASELINE).status == 0
 
             private_postgres.stop()  # during a run: it fails saying which database, and writes nothing
             down = launch(instance, "audit", key, "c2")

@@ -40,7 +40,8 @@ def _gate_both(monkeypatch, environment: dict[str, str]) -> dict:
     with instance_for_test() as instance:
         for tenant in TENANTS:
             key = register_partition(instance, tenant, "v1")
-            first = launch(instance, "full_pipeline", key, f"{tenant}-good")
+            first = launch(instance, "full_pipeline", key, f"{tenant}-good", None,
+                           ReportSettings(first_audit_is_baseline=True))  # as `rag-eval run` does
             second = launch(instance, "audit", key, f"{tenant}-bad", DEGRADED, ReportSettings(branch="main"))
             assert (first.status, second.status) == (0, 1), (first.errors, second.errors)  # 1: blocked
             found[tenant] = [first.run_id, second.run_id]

@@ -14,9 +14,10 @@ from rag_eval_pipeline.reporting.baselines import (
     BaselineStore,
     UnknownBaseline,
     passed_on,
+    PromotionPolicy,
     promotion_reason,
 )
-from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS, UNMEASURED
 from rag_eval_pipeline.core.warehouse import Warehouse
 
 
@@ -78,23 +79,36 @@ def test_history_keeps_every_promotion_and_the_last_is_current(store, tmp_path):
     assert len((tmp_path / "acme" / "baseline_history.jsonl").read_text().splitlines()) == 3
 
 
-@pytest.mark.parametrize("verdict, had_baseline, explicit, branch, expected", [
-    (NO_BASELINE, False, False, "", FIRST_RUN),
-    (PASS, True, False, "main", "passed the gate on main"),
-    (PASS, True, False, "feature-x", None),  # passing on a pull request proposes nothing
-    (PASS, True, False, "", None),
-    (BLOCK, True, False, "main", None),  # a blocked candidate never replaces the baseline by itself
-    (BLOCK, True, True, "feature-x", EXPLICIT),  # but a person may promote it
-    (NOTHING_SCORED, False, False, "main", None),  # nothing to compare a later candidate with
-    (NOTHING_SCORED, True, True, "main", None),
+MAIN = PromotionPolicy(branch="main")
+
+
+@pytest.mark.parametrize("verdict, measured, had_baseline, policy, expected", [
+    (NO_BASELINE, True, False, MAIN, FIRST_RUN),
+    # Only the followed branch sets a baseline: a pull request's or a local gate's first audit does not.
+    (NO_BASELINE, True, False, PromotionPolicy(branch="feature-x"), None),
+    (NO_BASELINE, True, False, PromotionPolicy(), None),
+    (NO_BASELINE, True, False, PromotionPolicy(first_audit_is_baseline=True), FIRST_RUN),  # rag-eval run / demo
+    (PASS, True, True, MAIN, "passed the gate on main"),
+    (PASS, True, True, PromotionPolicy(branch="feature-x"), None),  # passing on a pull request proposes nothing
+    (PASS, True, True, PromotionPolicy(), None),
+    (BLOCK, True, True, MAIN, None),  # a blocked candidate never replaces the baseline by itself
+    (BLOCK, True, True, PromotionPolicy(branch="feature-x", explicit=True), EXPLICIT),  # but a person may promote it
+    # An explicit --baseline is for comparison only: a pass against it on main moves nothing.
+    (PASS, True, True, PromotionPolicy(branch="main", baseline_requested=True), None),
+    # Nothing is promoted unless every metric that applies was measured on enough items.
+    (NO_BASELINE, False, False, MAIN, None),
+    (UNMEASURED, False, True, MAIN, None),
+    (UNMEASURED, False, True, PromotionPolicy(explicit=True), None),
+    (NOTHING_SCORED, False, False, MAIN, None),
 ])
-def test_when_a_candidate_becomes_the_baseline(verdict, had_baseline, explicit, branch, expected):
-    assert promotion_reason(verdict, had_baseline, explicit, branch, "main") == expected
+def test_when_a_candidate_becomes_the_baseline(verdict, measured, had_baseline, policy, expected):
+    assert promotion_reason(verdict, measured, had_baseline, policy) == expected
 
 
 def test_the_main_branch_is_configurable():
-    assert promotion_reason(PASS, True, False, "trunk", "trunk") == "passed the gate on trunk"
-    assert promotion_reason(PASS, True, False, "main", "trunk") is None
+    assert promotion_reason(PASS, True, True, PromotionPolicy(branch="trunk", main_branch="trunk")) == \
+        "passed the gate on trunk"
+    assert promotion_reason(PASS, True, True, PromotionPolicy(branch="main", main_branch="trunk")) is None
 
 
 # ---- audits kept per commit and run; promotions serialized per tenant --------------------------
@@ -174,3 +188,39 @@ def test_the_promoted_audit_is_the_baseline_not_a_later_reaudit(store):
     # An explicit promotion records which audit it promotes.
     store.promote("acme", "v1", "abc1234", EXPLICIT)
     assert store.current("acme", "v1").run_id == "broken-run"
+
+
+# ---- a damaged history ----------------------------------------------------------------------------
+
+
+def test_a_torn_last_line_is_not_a_promotion_and_the_next_promotion_starts_on_a_line_of_its_own(store, tmp_path):
+    """A writer killed while appending (as versions before the atomic rewrite did) left half a line: gates
+    exited 2 without naming the file, and `baseline promote` appended to the torn line."""
+    for commit in ("aaa1111", "bbb2222"):
+        store.archive("acme", "v1", commit, _scores(commit, 0.5), _outputs(commit))
+    store.promote("acme", "v1", "aaa1111", FIRST_RUN, run_id="r1")
+    path = tmp_path / "acme" / "baseline_history.jsonl"
+    with path.open("a", encoding="utf-8") as history:
+        history.write('{"branch": "main", "commit": "bbb22')  # killed mid-write: no closing brace, no newline
+
+    assert [p.commit for p in store.history("acme")] == ["aaa1111"]
+    assert store.current("acme", "v1").commit == "aaa1111"
+
+    store.promote("acme", "v1", "bbb2222", EXPLICIT)
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and all(line.startswith("{") and line.endswith("}") for line in lines)
+    assert [p.commit for p in store.history("acme", "v1")] == ["aaa1111", "bbb2222"]
+
+
+def test_a_damaged_line_inside_the_history_names_the_file_and_line(store, tmp_path):
+    store.archive("acme", "v1", "aaa1111", _scores("aaa1111", 0.5), _outputs("aaa1111"))
+    store.promote("acme", "v1", "aaa1111", FIRST_RUN)
+    path = tmp_path / "acme" / "baseline_history.jsonl"
+    path.write_text("not json\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+
+    with pytest.raises(ValueError, match=r"baseline history .*baseline_history\.jsonl, line 1, is not a promotion"):
+        store.current("acme", "v1")
+    with pytest.raises(ValueError, match="line 1"):
+        store.promote("acme", "v1", "aaa1111", EXPLICIT)  # nothing is written over damage
+    assert path.read_text(encoding="utf-8").startswith("not json\n")

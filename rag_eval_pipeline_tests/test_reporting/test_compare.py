@@ -8,7 +8,7 @@ from itertools import takewhile
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS, compare
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS, UNMEASURED, compare
 from rag_eval_pipeline.reporting.render import render_markdown
 
 
@@ -104,7 +104,7 @@ def test_a_coverage_drop_of_exactly_the_tolerance_passes():
 def test_without_a_baseline_the_verdict_is_no_baseline():
     candidate = scores({"faithfulness": [0.1, 0.2], "hit_rate": [0.0, None]})
 
-    comparison = compare(candidate, None)
+    comparison = compare(candidate, None, min_coverage=0.5)
 
     assert comparison.verdict == NO_BASELINE
     assert comparison.failing_metrics == []
@@ -112,6 +112,18 @@ def test_without_a_baseline_the_verdict_is_no_baseline():
     hit = row(comparison, "hit_rate")
     assert hit["candidate_mean"] == 0.0 and hit["coverage"] == 0.5
     assert hit["baseline_mean"] is None and hit["delta"] is None
+    assert comparison.measured_enough
+
+
+def test_without_a_baseline_a_metric_below_the_floor_is_unmeasured_and_not_promotable():
+    candidate = scores({"faithfulness": [0.1, 0.2], "hit_rate": [0.0, None]})
+
+    comparison = compare(candidate, None)  # the default floor, 80%
+
+    assert comparison.verdict == UNMEASURED
+    assert comparison.unmeasured_metrics == ["hit_rate"] and not comparison.measured_enough
+    assert row(comparison, "hit_rate")["note"] == (
+        "candidate measured on 1 of 2 items (50%, floor 80%): candidate failed: timed out (1 item)")
 
 
 def test_means_are_paired_over_items_measured_in_both_runs():
@@ -120,7 +132,7 @@ def test_means_are_paired_over_items_measured_in_both_runs():
     baseline = scores({"mrr": [1.0, 1.0, 1.0, None]})
     candidate = scores({"mrr": [1.0, 1.0, 1.0, 0.0]})
 
-    comparison = compare(candidate, baseline)
+    comparison = compare(candidate, baseline, min_coverage=0.75)
 
     mrr = row(comparison, "mrr")
     assert mrr["paired_items"] == 3
@@ -173,14 +185,15 @@ def test_a_metric_the_candidate_could_not_measure_at_all_regresses_against_a_mea
     assert comparison.failing_metrics == ["faithfulness"]
 
 
-def test_a_metric_neither_run_could_measure_is_unmeasured_not_regressed():
+def test_a_metric_neither_run_could_measure_is_unmeasured_not_regressed_and_never_passes():
     candidate = scores({"hit_rate": [1.0, 1.0], "faithfulness": [None, None]})
     baseline = scores({"hit_rate": [1.0, 1.0], "faithfulness": [None, None]})
 
     comparison = compare(candidate, baseline)
 
-    assert comparison.verdict == PASS
+    assert comparison.verdict == UNMEASURED
     assert row(comparison, "faithfulness")["verdict"] == "unmeasured"
+    assert comparison.failing_metrics == []
 
 
 def test_render_markdown_contains_the_verdict_and_every_metric():
@@ -206,7 +219,7 @@ def test_render_markdown_contains_the_verdict_and_every_metric():
 
 
 def test_render_markdown_without_baseline_shows_na():
-    comparison = compare(scores({"hit_rate": [1.0, None]}), None)
+    comparison = compare(scores({"hit_rate": [1.0, None]}), None, min_coverage=0.5)
 
     markdown = render_markdown(comparison, "Report", {})
 
@@ -215,11 +228,11 @@ def test_render_markdown_without_baseline_shows_na():
     assert "Regressed:" not in markdown
 
 
-def test_an_empty_score_table_blocks_instead_of_crashing():
+def test_an_empty_score_table_is_unmeasured_instead_of_crashing():
     empty = pd.DataFrame(columns=["qa_id", "metric", "score", "status", "reason"])
 
     comparison = compare(empty, None)
 
-    assert comparison.verdict.startswith("block")
-    assert comparison.table.empty
-    assert "BLOCK" in render_markdown(comparison, "empty", {})
+    assert comparison.verdict == NOTHING_SCORED and comparison.verdict.startswith("unmeasured")
+    assert comparison.table.empty and not comparison.measured_enough
+    assert "UNMEASURED" in render_markdown(comparison, "empty", {})

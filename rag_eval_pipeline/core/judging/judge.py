@@ -26,6 +26,7 @@ from rag_eval_pipeline.core.judging.judgement import (
     Verdict,
 )
 from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
 from rag_eval_pipeline.core.judging.offline_support import assess_support
 from rag_eval_pipeline.core.text import content_words, is_noncommittal, split_sentences
 
@@ -79,7 +80,7 @@ class OfflineJudge:
         if CHUNK_RELEVANCE in needs:
             judgement.chunk_relevance = (
                 [int(any(v.supported for v in self.verify(truth_sentences, [text], item.question))) for text in item.context_texts]
-                if truth_sentences else Failure("no ground-truth answer to judge chunk relevance against")
+                if truth_sentences else Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
             )
         if CONTEXT_RELEVANCE in needs:
             judgement.context_relevance = self._relevant_to(item.question, item.context_texts)

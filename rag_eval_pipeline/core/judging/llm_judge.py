@@ -38,7 +38,8 @@ from rag_eval_pipeline.core.judging.judgement import (
 from rag_eval_pipeline.core.llm.cache import JudgeCache
 from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.core.judging.metrics import EvalItem
-from rag_eval_pipeline.core.text import split_sentences
+from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
+from rag_eval_pipeline.core.text import is_noncommittal, split_sentences
 
 # Which metrics each kind of call serves, for reporting token usage per metric.
 CALL_SERVES = {
@@ -233,7 +234,7 @@ class LLMJudge:
         if result.parsed is None:
             judgement.answer_statements = judgement.generated_questions = Failure(result.failure)
             return
-        judgement.answer_statements = _verdicts_or_failure(result) if item.answer.strip() else []
+        judgement.answer_statements = _answer_verdicts(result, item.answer)
         judgement.generated_questions = GeneratedQuestions(
             [q for q in result.parsed.questions if q.strip()], result.parsed.noncommittal
         )
@@ -243,7 +244,7 @@ class LLMJudge:
             judgement.answer_statements = []
             return
         result = await call(ANSWER_STATEMENTS)
-        judgement.answer_statements = _verdicts_or_failure(result)
+        judgement.answer_statements = _answer_verdicts(result, item.answer)
 
     async def _questions(self, item, call, judgement) -> None:
         result = await call(GENERATED_QUESTIONS)
@@ -255,7 +256,7 @@ class LLMJudge:
     async def _ground_truth(self, item, truth, call, judgement) -> None:
         if not truth:
             judgement.ground_truth_support = []
-            judgement.chunk_relevance = Failure("no ground-truth answer to judge chunk relevance against")
+            judgement.chunk_relevance = Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
             return
         result = await call("ground_truth")
         judgement.ground_truth_support, judgement.chunk_relevance = _truth_and_chunks(result, truth, item)
@@ -265,7 +266,8 @@ class LLMJudge:
             judgement.context_relevance = []
             return
         result = await call(CONTEXT_RELEVANCE)
-        judgement.context_relevance = _verdicts_or_failure(result)
+        judgement.context_relevance = _verdicts_or_failure(result, expected_from=" ".join(item.context_texts),
+                                                            what="the retrieved contexts")
 
     async def _correctness(self, item, truth, call, judgement) -> None:
         statements = judgement.answer_statements
@@ -299,12 +301,12 @@ class LLMJudge:
             judgement.ground_truth_support = judgement.chunk_relevance = failure
             return
         parsed = result.parsed
-        judgement.answer_statements = [Verdict(s.statement, s.verdict) for s in parsed.statements] if item.answer.strip() else []
+        judgement.answer_statements = _answer_verdicts(CallResult(StatementVerdicts(statements=parsed.statements)), item.answer)
         judgement.generated_questions = GeneratedQuestions([q for q in parsed.questions if q.strip()], parsed.noncommittal)
         truth_result = CallResult(GroundTruthVerdicts(sentence_verdicts=parsed.sentence_verdicts, chunk_relevance=parsed.chunk_relevance))
         judgement.ground_truth_support, judgement.chunk_relevance = (
             _truth_and_chunks(truth_result, truth, item) if truth
-            else ([], Failure("no ground-truth answer to judge chunk relevance against"))
+            else ([], Failure(NO_GROUND_TRUTH_FOR_RELEVANCE))
         )
 
 
@@ -313,10 +315,22 @@ def build_llm_judge(settings: LLMSettings, mode: str = DEFAULT_JUDGE_MODE, cache
     return LLMJudge(StructuredLLM(settings, JudgeCache(cache_path or None)), mode=mode)
 
 
-def _verdicts_or_failure(result: CallResult) -> list[Verdict] | Failure:
+def _verdicts_or_failure(result: CallResult, expected_from: str = "", what: str = "") -> list[Verdict] | Failure:
+    """The reply's statements with their verdicts; a Failure when the call failed, or when the judge found no
+    statement in a text that makes one (`expected_from`): that is the judge failing, not a text without claims."""
     if result.parsed is None:
         return Failure(result.failure)
-    return [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
+    verdicts = [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
+    if not verdicts and expected_from.strip():
+        return Failure(f"the judge found no statement in {what}")
+    return verdicts
+
+
+def _answer_verdicts(result: CallResult, answer: str) -> list[Verdict] | Failure:
+    """An empty or declining answer makes no claim: no statements, whatever the reply says."""
+    if not answer.strip() or is_noncommittal(answer):
+        return [] if result.parsed is not None else Failure(result.failure)
+    return _verdicts_or_failure(result, expected_from=answer, what="a non-empty answer")
 
 
 def _truth_and_chunks(result: CallResult, truth: list[str], item: EvalItem):

@@ -27,7 +27,18 @@ import numpy as np
 from rag_eval_pipeline.core.defaults import ALL_METRICS
 from rag_eval_pipeline.core.embeddings import Embedder
 from rag_eval_pipeline.core.judging.judgement import Failure, Judgement, Verdict, needed_judgements
-from rag_eval_pipeline.core.judging.results import MetricResult, measured, unmeasured
+from rag_eval_pipeline.core.judging.results import (
+    EMPTY_ANSWER,
+    NO_ANSWER_STATEMENT,
+    NO_CONTEXT_STATEMENT,
+    NO_GOLD_IDS,
+    NO_GROUND_TRUTH_TO_COMPARE,
+    NO_GROUND_TRUTH_TO_RECALL,
+    NO_STATEMENT_EITHER_SIDE,
+    MetricResult,
+    measured,
+    unmeasured,
+)
 from rag_eval_pipeline.core.text import is_noncommittal
 
 CORRECTNESS_WEIGHTS = (0.75, 0.25)  # statement F1, semantic similarity
@@ -49,7 +60,7 @@ class EvalItem:
 
 def hit_rate(item: EvalItem, k: int) -> MetricResult:
     if not item.gold_chunk_ids:
-        return unmeasured("hit_rate", "item has no gold chunk ids")
+        return unmeasured("hit_rate", NO_GOLD_IDS)
     top = [c["id"] for c in item.contexts[:k]]
     hit = bool(set(item.gold_chunk_ids) & set(top))
     return measured("hit_rate", 1.0 if hit else 0.0, k=k, retrieved=top, gold=list(item.gold_chunk_ids))
@@ -57,23 +68,23 @@ def hit_rate(item: EvalItem, k: int) -> MetricResult:
 
 def mrr(item: EvalItem, k: int) -> MetricResult:
     if not item.gold_chunk_ids:
-        return unmeasured("mrr", "item has no gold chunk ids")
+        return unmeasured("mrr", NO_GOLD_IDS)
     gold = set(item.gold_chunk_ids)
     rank = next((i + 1 for i, c in enumerate(item.contexts[:k]) if c["id"] in gold), None)
     return measured("mrr", 1.0 / rank if rank else 0.0, k=k, first_relevant_rank=rank)
 
 
 def faithfulness(judgement: Judgement) -> MetricResult:
-    return _supported_share("faithfulness", judgement.answer_statements, "the answer makes no statement to verify", "statements")
+    return _supported_share("faithfulness", judgement.answer_statements, NO_ANSWER_STATEMENT, "statements")
 
 
 def context_recall(judgement: Judgement) -> MetricResult:
-    return _supported_share("context_recall", judgement.ground_truth_support, "no ground-truth answer to recall", "ground_truth")
+    return _supported_share("context_recall", judgement.ground_truth_support, NO_GROUND_TRUTH_TO_RECALL, "ground_truth")
 
 
 def contextual_relevancy(judgement: Judgement) -> MetricResult:
     return _supported_share(
-        "contextual_relevancy", judgement.context_relevance, "the retrieved contexts make no statement", "context_statements"
+        "contextual_relevancy", judgement.context_relevance, NO_CONTEXT_STATEMENT, "context_statements"
     )
 
 
@@ -82,7 +93,7 @@ def answer_relevance(item: EvalItem, judgement: Judgement, embedder: Embedder) -
     if isinstance(generated, Failure):
         return unmeasured("answer_relevance", generated.reason)
     if not item.answer.strip():
-        return unmeasured("answer_relevance", "empty answer")
+        return unmeasured("answer_relevance", EMPTY_ANSWER)
     if generated.noncommittal:
         return measured("answer_relevance", 0.0, noncommittal=True, method=generated.method)
     if not generated.questions:
@@ -107,13 +118,13 @@ def answer_correctness(item: EvalItem, judgement: Judgement, embedder: Embedder)
     if isinstance(result, Failure):
         return unmeasured("answer_correctness", result.reason)
     if not item.ground_truth.strip():
-        return unmeasured("answer_correctness", "no ground-truth answer to compare with")
+        return unmeasured("answer_correctness", NO_GROUND_TRUTH_TO_COMPARE)
     if is_noncommittal(item.ground_truth):
         # An unanswerable question: declining is the correct answer, anything else is not.
         return measured("answer_correctness", float(is_noncommittal(item.answer)), expected="a refusal")
     tp, fp, fn = len(result.true_positives), len(result.false_positives), len(result.false_negatives)
     if tp + fp + fn == 0:
-        return unmeasured("answer_correctness", "neither the answer nor the ground truth makes a statement")
+        return unmeasured("answer_correctness", NO_STATEMENT_EITHER_SIDE)
     f1 = tp / (tp + 0.5 * (fp + fn))
     answer_vector, truth_vector = embedder.embed([item.answer, item.ground_truth])
     similarity = float(np.clip(answer_vector @ truth_vector, 0.0, 1.0))

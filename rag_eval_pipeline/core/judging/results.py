@@ -32,6 +32,42 @@ class MetricResult:
             raise ValueError(f"unknown status {self.status!r}")
 
 
+# Why a metric could not be measured on an item, by whose doing. The gate reads it (reporting/compare.py):
+# - NOT_APPLICABLE: the metric does not apply: the golden item has no gold chunk or no ground truth, or a
+#   declining (or empty) answer makes no claim to verify. Left out of coverage, on both sides.
+# - CANDIDATE: the candidate gave nothing to measure: it failed on the item, retrieved nothing or answered
+#   nothing. Counted against the candidate: more of these than the baseline had is a regression.
+# - JUDGE: the judge could not measure it (an invalid or truncated reply after a retry, verdicts that do not
+#   match the statements). A failure to measure, never a regression: below the coverage floor the gate
+#   cannot decide.
+NOT_APPLICABLE, CANDIDATE, JUDGE = "not applicable", "candidate", "judge"
+NO_GOLD_IDS = "item has no gold chunk ids"
+NO_GROUND_TRUTH_TO_RECALL = "no ground-truth answer to recall"
+NO_GROUND_TRUTH_FOR_RELEVANCE = "no ground-truth answer to judge chunk relevance against"
+NO_GROUND_TRUTH_TO_COMPARE = "no ground-truth answer to compare with"
+NO_ANSWER_STATEMENT = "the answer makes no statement to verify"
+NO_STATEMENT_EITHER_SIDE = "neither the answer nor the ground truth makes a statement"
+NO_CONTEXT_STATEMENT = "the retrieved contexts make no statement"
+EMPTY_ANSWER = "empty answer"
+CANDIDATE_FAILED = "candidate failed: "  # + the candidate's error
+
+_NOT_APPLICABLE_REASONS = frozenset({
+    NO_GOLD_IDS, NO_GROUND_TRUTH_TO_RECALL, NO_GROUND_TRUTH_FOR_RELEVANCE, NO_GROUND_TRUTH_TO_COMPARE,
+    NO_ANSWER_STATEMENT, NO_STATEMENT_EITHER_SIDE,
+})
+_CANDIDATE_REASONS = frozenset({NO_CONTEXT_STATEMENT, EMPTY_ANSWER})
+
+
+def unmeasured_cause(reason: str) -> str:
+    """NOT_APPLICABLE, CANDIDATE or JUDGE for an unmeasured row's reason (also for rows stored before this
+    classification existed: the reasons are the same words)."""
+    if reason in _NOT_APPLICABLE_REASONS:
+        return NOT_APPLICABLE
+    if reason in _CANDIDATE_REASONS or reason.startswith(CANDIDATE_FAILED):
+        return CANDIDATE
+    return JUDGE
+
+
 def measured(metric: str, score: float, **evidence: Any) -> MetricResult:
     return MetricResult(metric, float(score), OK, "", evidence)
 
