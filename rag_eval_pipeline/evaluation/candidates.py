@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import threading
 import time
@@ -79,9 +80,11 @@ class CandidateSpec:
 
     @classmethod
     def outputs_beside(cls, folder: Path, name: str) -> CandidateSpec:
-        """An outputs file named relative to folder, which it must stay inside (links resolved) and exist in.
+        """An outputs file named relative to folder, which it must stay inside (links resolved) and exist in,
+        under its one name.
 
-        A manifest dropped in a folder must not make the audit read files elsewhere on the host.
+        A manifest dropped in a folder must not make the audit read files elsewhere on the host: not
+        through a symbolic link, nor through a hard link, a second name for a file anywhere on the file system.
         """
         if not isinstance(name, str) or not name.endswith(OUTPUTS_SUFFIX):
             raise CandidateError(f"invalid outputs {name!r}: expected a path to a {OUTPUTS_SUFFIX} file")
@@ -91,6 +94,10 @@ class CandidateSpec:
             raise CandidateError(f"outputs {name!r} is outside the manifests folder {folder}: put the file beside the manifest")
         if not resolved.is_file():
             raise CandidateError(f"outputs file {resolved} does not exist")
+        names = os.stat(resolved).st_nlink
+        if names > 1:
+            raise CandidateError(f"outputs {name!r} is a hard link (one of {names} names of a file that may be anyone's): "
+                                 "put a copy of its own beside the manifest")
         return cls("outputs_file", str(resolved))
 
     def __str__(self) -> str:
