@@ -27,6 +27,10 @@ class Reply:
     # answer; hang: never answer (until the fake stops); drop: close the connection unanswered;
     # refuse: drop, and stop listening, so every later connection is refused.
     action: str = ANSWER
+    # The body exactly as sent instead of a chat completion built from content: a proxy's HTML page, a
+    # JSON object without choices. Sent with content_type.
+    raw_body: str | None = None
+    content_type: str = "application/json"
 
 
 class FakeOpenAIServer:
@@ -53,9 +57,9 @@ class FakeOpenAIServer:
 
             def _answer(self, reply: Reply, model: str) -> None:
                 time.sleep(reply.delay_s)
-                data = json.dumps(_payload(reply, model)).encode()
+                data = (reply.raw_body if reply.raw_body is not None else json.dumps(_payload(reply, model))).encode()
                 self.send_response(reply.status)
-                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                for name, value in {"Content-Type": reply.content_type, **reply.headers}.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
-from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside
+from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside, tenant_folder_problem
 from rag_eval_pipeline.core.files import atomic_write_text
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
@@ -41,7 +41,10 @@ class RootScan:
 
 
 def scan_root(root: Path) -> RootScan:
-    """Every tenant folder under root with its files' sizes and mtimes; other entries with a reason."""
+    """Every tenant folder under root with its files' sizes and mtimes; other entries with a reason.
+
+    root may be a link (an operator's mount); a tenant folder may not (tenant_folder_problem).
+    """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"documents root {root} does not exist")
@@ -49,6 +52,8 @@ def scan_root(root: Path) -> RootScan:
     for entry in sorted(root.iterdir()):
         if entry.name.startswith("."):
             scan.skipped[entry.name] = "hidden"
+        elif problem := tenant_folder_problem(entry):
+            scan.skipped[entry.name] = problem
         elif not entry.is_dir():
             scan.skipped[entry.name] = "not a folder"
         else:
@@ -242,10 +247,15 @@ class CandidateManifest(BaseModel):
 
 
 def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
-    """One manifest: {"tenant", "commit", exactly one of "entry" or "outputs", optional "branch"}; ManifestError otherwise."""
+    """One manifest: {"tenant", "commit", exactly one of "entry" or "outputs", optional "branch"}; ManifestError otherwise.
+
+    Read as documents are (read_inside): a symbolic or hard link, a second name for a file elsewhere, is refused.
+    """
     path = Path(path)
     try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
+        fields = json.loads(read_inside(path.parent, path.name).decode("utf-8"))
+    except UnreadableDocument as error:
+        raise ManifestError(f"{path.name}: {error}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ManifestError(f"{path.name}: malformed JSON ({error})") from None
     if not isinstance(fields, dict):
@@ -275,12 +285,15 @@ def _problems(error: ValidationError) -> str:
 
 
 def manifest_files(folder: Path) -> dict[str, str]:
-    """name -> sha256 of content of every manifest, so a file is handled again only when it changes."""
+    """name -> sha256 of content of every manifest, so a file is handled again only when it changes.
+
+    A manifest that cannot be read (a link, a pipe) is listed with its reason, so parse_manifest reports it once.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         return {}
     return {
-        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        path.name: _content_digest(folder, path.name)
         for path in sorted(folder.glob("*.json"))
         if not path.name.startswith(".")
     }

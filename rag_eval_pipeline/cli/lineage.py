@@ -139,6 +139,7 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     if entry and outputs:  # checked before the imports below: they take seconds
         raise click.UsageError("--entry and --outputs name two candidates: give one")
     commit = _commit(commit, "--candidate")
+    outputs_spec = _outputs_file(outputs) if outputs else None
 
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
@@ -148,7 +149,7 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
 
     if junit:
         check_writable(junit)  # before the audit, not after it
-    spec = CandidateSpec.entry(entry) if entry else CandidateSpec("outputs_file", outputs) if outputs else REFERENCE_SPEC
+    spec = CandidateSpec.entry(entry) if entry else outputs_spec or REFERENCE_SPEC
     instance, warehouse = _instance(), _warehouse()
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
@@ -160,6 +161,16 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
         return ERROR
     return _print_verdict(warehouse, tenant, version, commit, outcome.run_id, junit)
+
+
+def _outputs_file(outputs: str):
+    """The --outputs candidate, its file read now: one that holds no usable record is bad input (exit 2), not
+    an audit of nothing, and is refused before the instance and the run start."""
+    from rag_eval_pipeline.evaluation.candidates import CandidateSpec, outputs_text
+
+    spec = CandidateSpec("outputs_file", outputs)
+    outputs_text(spec.value)  # read again when the run is configured; this read only checks
+    return spec
 
 
 def _gated_version(warehouse, tenant: str, version: str | None) -> str:

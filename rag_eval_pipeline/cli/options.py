@@ -99,7 +99,8 @@ _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the se
         type=float, help="seconds one attempt of a call may take "
                          f"(default: RAG_EVAL_JUDGE_TIMEOUT_S, else {DEFAULT_TIMEOUT_S:g})")),
     ("--max-retries", "max_retries", dict(
-        type=int, help="retries of a call on HTTP 408/409/429/5xx, a connection error or a timeout, with jittered "
+        type=int, help="retries of a call on HTTP 408/409/429/5xx, a connection error, a timeout or an HTTP 200 "
+                       "that is no chat completion, with jittered "
                        f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})")),
     ("--cache", "cache", dict(help="cache of LLM calls: a SQLite file or a redis:// URL, '' for none "
                                    "(default: RAG_EVAL_JUDGE_CACHE, else judge_cache.sqlite in the warehouse)")),

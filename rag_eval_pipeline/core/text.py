@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
+
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -46,6 +48,29 @@ def content_words(text: str) -> list[str]:
 
 def numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def scorable_text(text: str) -> str:
+    """text with every lone surrogate replaced by U+FFFD, so it can be hashed, embedded and written as UTF-8.
+
+    JSON may escape half of a UTF-16 pair with no other half ("\\ud800"), and json.loads accepts it, but
+    nothing that encodes UTF-8 does: one such character would stop a whole run. A whole pair left as
+    two code points becomes its one character.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def field_text(text: str, what: str) -> str:
+    """One text field of an item to score (question, answer, context, ground truth): scorable, and at most
+    MAX_FIELD_CHARS long, else ValueError with its size; scoring cost grows with the product of the fields."""
+    if len(text) > MAX_FIELD_CHARS:
+        raise ValueError(f"{what} is {len(text):,} characters, over the limit of {MAX_FIELD_CHARS:,} per field")
+    return scorable_text(text)
 
 
 def sha256(text: str) -> str:

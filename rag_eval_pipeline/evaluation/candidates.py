@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import threading
 import time
@@ -20,7 +21,8 @@ from typing import Any, Callable, Literal, get_args
 from pydantic import BaseModel, StrictStr, ValidationError
 
 from rag_eval_pipeline import settings
-from rag_eval_pipeline.core.jsonl import read_json_lines
+from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.text import field_text, scorable_text
 
 Candidate = Callable[[str], dict]
 
@@ -79,9 +81,11 @@ class CandidateSpec:
 
     @classmethod
     def outputs_beside(cls, folder: Path, name: str) -> CandidateSpec:
-        """An outputs file named relative to folder, which it must stay inside (links resolved) and exist in.
+        """An outputs file named relative to folder, which it must stay inside (links resolved) and exist in,
+        under its one name.
 
-        A manifest dropped in a folder must not make the audit read files elsewhere on the host.
+        A manifest dropped in a folder must not make the audit read files elsewhere on the host: not
+        through a symbolic link, nor through a hard link, a second name for a file anywhere on the file system.
         """
         if not isinstance(name, str) or not name.endswith(OUTPUTS_SUFFIX):
             raise CandidateError(f"invalid outputs {name!r}: expected a path to a {OUTPUTS_SUFFIX} file")
@@ -91,6 +95,10 @@ class CandidateSpec:
             raise CandidateError(f"outputs {name!r} is outside the manifests folder {folder}: put the file beside the manifest")
         if not resolved.is_file():
             raise CandidateError(f"outputs file {resolved} does not exist")
+        names = os.stat(resolved).st_nlink
+        if names > 1:
+            raise CandidateError(f"outputs {name!r} is a hard link (one of {names} names of a file that may be anyone's): "
+                                 "put a copy of its own beside the manifest")
         return cls("outputs_file", str(resolved))
 
     def __str__(self) -> str:
@@ -177,14 +185,21 @@ class _Output(BaseModel):
 
 
 def validate_output(raw: Any) -> tuple[str, list[dict]]:
-    """(answer, contexts) from a candidate's return value, or ValueError saying what is wrong."""
+    """(answer, contexts) from a candidate's return value, or ValueError saying what is wrong.
+
+    Each text within the limit `rag-eval evaluate` applies (MAX_FIELD_CHARS), its lone surrogates
+    read as U+FFFD (core.text.field_text): a pathological answer fails its item, not the run.
+    """
     if not isinstance(raw, dict):
         raise ValueError(f"candidate returned {type(raw).__name__}, expected a dict with 'answer' and 'contexts'")
     try:
         output = _Output.model_validate(raw)
     except ValidationError as error:
         raise ValueError(_output_problem(error.errors()[0]["loc"])) from None
-    return output.answer, [{"id": str(c.id), "text": c.text} for c in output.contexts]
+    answer = field_text(output.answer, "answer")
+    contexts = [{"id": scorable_text(str(c.id)), "text": field_text(c.text, f"context at rank {rank}")}
+                for rank, c in enumerate(output.contexts)]  # ranks counted as in _output_problem
+    return answer, contexts
 
 
 def _output_problem(where: tuple) -> str:
@@ -232,18 +247,53 @@ MAX_OUTPUTS_BYTES = 64 * 2**20  # an outputs file travels in the run's config: f
 
 def outputs_text(path: Path | str) -> str:
     """An outputs file's records as ASCII JSON lines. The run carries them in its config, so the worker that
-    audits it (production mode) needs nothing from the disk of the machine that launched it."""
+    audits it (production mode) needs nothing from the disk of the machine that launched it.
+
+    CandidateError for a file that cannot be read, a line that is not a JSON object, or a file without one
+    usable record: an audit of nothing must not come out as a verdict.
+    """
     path = Path(path)
     if not path.is_file():
         raise CandidateError(f"candidate outputs file {path} does not exist")
     if path.stat().st_size > MAX_OUTPUTS_BYTES:
         raise CandidateError(f"candidate outputs file {path} is larger than {MAX_OUTPUTS_BYTES // 2**20} MiB")
-    try:
-        records = read_json_lines(path)
-    except ValueError as error:
-        raise CandidateError(str(error)) from None
+    lines = list(iter_json_lines(path))
+    for line in lines:
+        if line.record is None:
+            raise CandidateError(f"{path} line {line.number}: {line.problem}")
+    _require_a_usable_record(path, lines)
     # ensure_ascii: no raw line separator inside a string, so the text splits back at "\n" exactly.
-    return "\n".join(json.dumps(record, ensure_ascii=True) for record in records)
+    return "\n".join(json.dumps(line.record, ensure_ascii=True) for line in lines)
+
+
+def _require_a_usable_record(path: Path, lines: list) -> None:
+    if not lines:
+        raise CandidateError(f"candidate outputs file {path} holds no records: expected one JSON object per line "
+                             "with 'qa_id' (or 'question'), 'answer' and 'contexts'")
+    problems = []
+    for line in lines:
+        try:
+            _usable(line.record)
+            return
+        except ValueError as error:
+            problems.append(f"line {line.number}: {error}")
+    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    raise CandidateError(f"candidate outputs file {path} has no usable record: {shown}")
+
+
+def _usable(record: dict) -> tuple[str, list[dict]]:
+    """validate_output's (answer, contexts) for an outputs file's record, which must also say which question it answers."""
+    key = _key(record)
+    if not (key and isinstance(key, (str, int))):
+        raise ValueError("no 'qa_id' or 'question' to match it to a golden question")
+    question = record.get("question")
+    if isinstance(question, str):
+        field_text(question, "question")  # an echo over the limit is as suspect as an answer over it
+    return validate_output(record)
+
+
+def _key(record: dict) -> Any:
+    return record.get("qa_id") or record.get("question")
 
 
 def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
@@ -252,7 +302,7 @@ def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
     for line in text.split("\n"):
         if line:
             record = json.loads(line)
-            by_key[str(record.get("qa_id") or record.get("question"))] = record
+            by_key[str(_key(record))] = record
     outputs = []
     for item in items:
         record = by_key.get(item["qa_id"], by_key.get(item["question"]))
@@ -260,7 +310,7 @@ def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
             outputs.append(CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, "no output in the file for this item", 0.0))
             continue
         try:
-            answer, contexts = validate_output(record)
+            answer, contexts = _usable(record)
         except ValueError as error:
             outputs.append(CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, f"malformed output: {error}", 0.0))
             continue

@@ -3,7 +3,8 @@
 Column names of RAGAS datasets are accepted beside the project's own. A row that cannot be scored
 (a JSONL line that is not a JSON object, no question, contexts that are not a list, a text field
 over MAX_FIELD_CHARS) is reported with its line (JSONL) or row number and kept in the output with
-status 'invalid'; the other rows are scored. Rows are told apart by position, never by `id`.
+status 'invalid'; the other rows are scored. Rows are told apart by position, never by `id`. A lone
+surrogate that JSON let in ("\\ud800") is read as U+FFFD (core.text.scorable_text), so its row is scored.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem
-from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
 from rag_eval_pipeline.core.files import check_writable, write_atomically
 from rag_eval_pipeline.core.jsonl import iter_json_lines
 from rag_eval_pipeline.core.judging.results import OK
+from rag_eval_pipeline.core.text import field_text, scorable_text
 from rag_eval_pipeline.evaluation.scoring import metric_rows
 
 ALIASES = {
@@ -48,7 +49,7 @@ class InputRow:
     def row_id(self) -> str:
         """The `id` column, or the row's number when it has none."""
         value = self.record.get("id")
-        return str(value).strip() if _present(value) else str(self.number)
+        return _id(value).strip() if _present(value) else str(self.number)
 
 
 @dataclass(frozen=True)
@@ -156,14 +157,14 @@ def _item(row: dict, row_id: str) -> EvalItem:
     contexts = []
     for rank, context in enumerate(texts):
         if isinstance(context, dict):
-            contexts.append({"id": str(context.get("id", rank)), "text": context.get("text", "")})
+            contexts.append({"id": _id(context.get("id", rank)), "text": context.get("text", "")})
         else:
-            contexts.append({"id": str(ids[rank]) if ids else f"context-{rank + 1}", "text": context})
+            contexts.append({"id": _id(ids[rank]) if ids else f"context-{rank + 1}", "text": context})
         contexts[-1]["text"] = _text(contexts[-1]["text"], f"context {rank + 1}")
     gold = _list(row.get("gold_chunk_ids"), "reference context ids") if _present(row.get("gold_chunk_ids")) else []
     return EvalItem(
         qa_id=row_id, question=question, answer=_text(row.get("answer"), "answer"), contexts=contexts,
-        ground_truth=_text(row.get("ground_truth"), "ground truth"), gold_chunk_ids=[str(g) for g in gold],
+        ground_truth=_text(row.get("ground_truth"), "ground truth"), gold_chunk_ids=[_id(g) for g in gold],
     )
 
 
@@ -176,10 +177,11 @@ def _present(value) -> bool:
 
 
 def _text(value, what: str) -> str:
-    text = str(value).strip() if _present(value) else ""
-    if len(text) > MAX_FIELD_CHARS:
-        raise ValueError(f"{what} is {len(text):,} characters, over the limit of {MAX_FIELD_CHARS:,} per field")
-    return text
+    return field_text(str(value).strip() if _present(value) else "", what)
+
+
+def _id(value) -> str:
+    return scorable_text(str(value))
 
 
 def _list(value, what: str) -> list:

@@ -5,8 +5,10 @@ A bad file never stops ingestion: it is recorded with the reason a person can ac
 
 Documents are confined to the folder. Symbolic links inside it are never followed but rejected with
 their reason: one pointing out would let a tenant's documents read any file on the host, or another
-tenant's; one pointing in would only read its target twice (or loop). The folder itself may be a link
-(an operator's mount); it is resolved once and every read stays below it.
+tenant's; one pointing in would only read its target twice (or loop). Hard links are rejected too: a
+file with a second name may be any file of the same file system, and nothing tells which name is its
+own. A folder named by path may be a link (an operator's mount); it is resolved once and every read
+stays below it. A tenant's folder under the documents root may not be one (tenant_folder_problem).
 """
 
 from __future__ import annotations
@@ -132,7 +134,15 @@ def _sort_entry(listing: FolderListing, entry: os.DirEntry, pending: list[Path])
     elif entry.is_dir(follow_symlinks=False):
         pending.append(path)
     elif entry.is_file(follow_symlinks=False):
-        listing.files.append((relative, path))
+        try:
+            names = entry.stat(follow_symlinks=False).st_nlink
+        except OSError as error:  # removed since the folder was listed
+            listing.rejections.append(Rejection(relative, f"cannot read file: {error.strerror}"))
+            return
+        if names > 1:
+            listing.rejections.append(Rejection(relative, _hard_link_reason(names)))
+        else:
+            listing.files.append((relative, path))
     else:  # reading a named pipe would wait forever for a writer
         listing.rejections.append(Rejection(relative, "not a regular file (a named pipe, socket or device)"))
 
@@ -148,14 +158,32 @@ def _link_reason(root: Path, link: Path) -> str:
     return f"symbolic link to {inside}: links are not followed (the target is read under its own name)"
 
 
+def _hard_link_reason(names: int) -> str:
+    return (f"hard link (one of {names} names of this file): not read, as its content may be another tenant's "
+            "file or a host file; put a copy of its own in the folder")
+
+
 def _relative(root: Path, path: Path) -> str:
     return Path(path).relative_to(root).as_posix()
+
+
+def tenant_folder_problem(folder: Path) -> str:
+    """Why a folder found under the documents root cannot be read as a tenant's, or '' when it can.
+
+    Its documents become that tenant's golden set: a symbolic link would hand it another tenant's
+    folder, or any folder of the host. The documents root itself may be a link (an operator's mount).
+    """
+    if Path(folder).is_symlink():
+        return ("a symbolic link: a tenant's documents must be in a folder of its own under the documents root "
+                "(the root itself may be a link)")
+    return ""
 
 
 def read_inside(root: Path, relative: str) -> bytes:
     """The bytes of root/relative, opened one component at a time without following links.
 
-    A folder or file swapped for a link after the listing cannot lead the read outside root.
+    A folder or file swapped for a symbolic or hard link after the listing cannot lead the read outside
+    root: what is checked is the file opened, not the name listed.
     """
     try:
         return _read_regular(_open_below(root, relative))
@@ -181,8 +209,11 @@ def _open_below(root: Path, relative: str) -> int:
 
 def _read_regular(descriptor: int) -> bytes:
     with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
             raise UnreadableDocument("not a regular file (a named pipe, socket or device)")
+        if status.st_nlink > 1:
+            raise UnreadableDocument(_hard_link_reason(status.st_nlink))
         return file.read()
 
 

@@ -154,3 +154,29 @@ def test_a_manifest_reads_outputs_only_beside_it(tmp_path):
         path = _manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs=outputs)
         with pytest.raises(inbox.ManifestError, match="outside the manifests folder"):
             inbox.parse_manifest(path, {"acme"})
+
+
+def test_a_manifest_or_its_outputs_file_that_is_a_link_is_refused(tmp_path):
+    """A hard link is a second name for a file anywhere on the file system (another team's outputs, a
+    host file): refused like a symbolic link, whatever the file holds."""
+    manifests, elsewhere = tmp_path / "manifests", tmp_path / "elsewhere"
+    manifests.mkdir()
+    outputs = json.dumps({"qa_id": "q1", "answer": "Their answer.", "contexts": []}) + "\n"
+    theirs = _manifest(elsewhere, "theirs.json", tenant="acme", commit="abcdef1", entry="reference")
+    (elsewhere / "theirs.jsonl").write_text(outputs)
+
+    os.link(theirs, manifests / "hard.json")
+    (manifests / "soft.json").symlink_to(theirs)
+    for name, kind in (("hard.json", "hard link"), ("soft.json", "symbolic link")):
+        with pytest.raises(inbox.ManifestError, match=rf"^{name}: .*{kind}"):
+            inbox.parse_manifest(manifests / name, {"acme"})
+    assert set(inbox.manifest_files(manifests)) == {"hard.json", "soft.json"}  # listed, so reported once
+
+    os.link(elsewhere / "theirs.jsonl", manifests / "linked.jsonl")
+    path = _manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs="linked.jsonl")
+    with pytest.raises(inbox.ManifestError, match=r"^m.json: outputs 'linked.jsonl' is a hard link"):
+        inbox.parse_manifest(path, {"acme"})
+
+    (manifests / "own.jsonl").write_text(outputs)  # the same records in a file of its own: accepted
+    own = inbox.parse_manifest(_manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs="own.jsonl"), {"acme"})
+    assert own.candidate == CandidateSpec("outputs_file", str((manifests / "own.jsonl").resolve()))

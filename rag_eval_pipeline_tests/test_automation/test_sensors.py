@@ -66,6 +66,21 @@ def test_new_tenant_then_new_version_then_nothing(documents, roots, instance):
     assert f"acme: documents unchanged since {version}" in third.skip_message
 
 
+def test_a_tenant_folder_that_is_a_link_is_skipped_with_its_reason(documents, roots, instance, tmp_path):
+    sensor, defs = documents
+    copy_demo(tmp_path / "elsewhere", "routewise-api-spec.md")
+    (roots[0] / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    copy_demo(roots[0] / "acme", "data-retention-policy.md")
+
+    first = tick(sensor, instance, defs)
+    second = tick(sensor, instance, defs, first.cursor)
+
+    assert _adds(first) == {"tenant": ["acme"]}  # never a tenant 'linked'
+    assert [split_key(r.partition_key)[0] for r in second.run_requests] == ["acme"]
+    assert "skipped 'linked': " in first.skip_message and "symbolic link" in first.skip_message
+    assert "linked" not in json.loads(second.cursor)["tenants"]
+
+
 def _settled(sensor, instance, defs):
     """Ticks until the first version is requested; returns the cursor."""
     cursor = tick(sensor, instance, defs).cursor

@@ -1,5 +1,6 @@
 """`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML."""
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -162,3 +163,64 @@ def test_a_golden_set_that_fails_its_check_is_never_gated_on(env, tenant_dirs):
     assert named.returncode == 2 and "solo/v1 is not published" in named.stderr
     shown = _cli(env, "baseline", "show", "--tenant", "solo")
     assert "has no baseline yet" in shown.stdout  # nothing was recorded
+
+
+# --- an outputs file: read as given, bad records fail their item, an unusable file is bad input ---------
+
+
+def _golden_outputs(env) -> list[dict]:
+    """acme/v1's golden items answered by their ground truth over their gold chunks: a candidate that scores."""
+    tables = Path(env["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1"
+    chunks = pd.read_parquet(tables / "document_chunks.parquet").set_index("chunk_id")["text"]
+    golden = pd.read_parquet(tables / "golden_set.parquet")
+    return [{"qa_id": item.qa_id, "answer": item.ground_truth,
+             "contexts": [{"id": chunk, "text": chunks[chunk]} for chunk in item.gold_chunk_ids]}
+            for item in golden.itertuples()]
+
+
+def _audit_table(env, commit: str, name: str) -> pd.DataFrame:
+    (path,) = Path(env["RAG_EVAL_WAREHOUSE"]).glob(f"acme/v1/audits/commit={commit}/run=*/{name}.parquet")
+    return pd.read_parquet(path)
+
+
+def test_a_lone_surrogate_is_scored_and_an_over_long_field_fails_only_its_item(synthesized, tmp_path):
+    records = _golden_outputs(synthesized)
+    surrogate, huge, echo = records[0], records[1], records[2]
+    surrogate["answer"] += " \ud800"  # json.dumps writes the escape "\\ud800", which json.loads reads back alone
+    surrogate["contexts"][0]["text"] += " \udfff"
+    huge["answer"] = "Refunds are processed quickly. " * 33_000  # about 1 MB: near two minutes of scoring
+    echo["question"] = "Which one? " * 2_000
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="ascii")
+
+    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "odd", "--outputs", str(outputs))
+
+    assert completed.returncode == 0, completed.stderr  # the first audit: no baseline yet
+    assert "NO BASELINE YET" in completed.stdout
+    answers = _audit_table(synthesized, "odd", "candidate_outputs").set_index("qa_id")
+    assert answers.loc[surrogate["qa_id"], "status"] == "ok"
+    assert answers.loc[surrogate["qa_id"], "answer"].endswith(" \ufffd")
+    for item, field in ((huge, "answer"), (echo, "question")):
+        assert answers.loc[item["qa_id"], "status"] == "failed"
+        assert f"{field} is" in answers.loc[item["qa_id"], "error"] and "over the limit of 20,000" in answers.loc[item["qa_id"], "error"]
+    assert (answers["status"] == "ok").sum() == len(records) - 2
+    scores = _audit_table(synthesized, "odd", "metric_scores").set_index(["qa_id", "metric"])
+    assert scores.loc[(surrogate["qa_id"], "faithfulness"), "status"] == "ok"  # scored, not lost
+    assert scores.loc[(surrogate["qa_id"], "contextual_relevancy"), "status"] == "ok"
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([], "holds no records"),
+    (["", "   "], "holds no records"),
+    ([json.dumps({"qa_id": "x", "answer": 3}), json.dumps({"answer": "which question?"})], "no usable record: line 1"),
+])
+def test_an_outputs_file_without_a_usable_record_exits_2_before_any_run(synthesized, tmp_path, lines, message):
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text("".join(line + "\n" for line in lines))
+
+    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "empty", "--outputs", str(outputs))
+
+    assert completed.returncode == 2, completed.stdout
+    assert completed.stderr.strip().splitlines() == [completed.stderr.strip()]  # one line
+    assert completed.stderr.startswith(f"error: candidate outputs file {outputs} ") and message in completed.stderr
+    assert not (Path(synthesized["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "audits").exists()  # nothing was run

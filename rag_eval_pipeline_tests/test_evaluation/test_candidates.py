@@ -337,3 +337,51 @@ def test_an_entry_point_whose_text_reads_as_an_outputs_file_is_refused():
     with pytest.raises(CandidateError, match="may not end in .jsonl"):
         CandidateSpec.entry("my_rag:answer.jsonl")
     assert CandidateSpec.entry("my_rag:answer").kind == "entry_point"
+
+
+def test_an_empty_outputs_file_or_one_without_a_usable_record_is_a_candidate_error(tmp_path):
+    with pytest.raises(CandidateError, match="holds no records"):
+        outputs_text(_write_lines(tmp_path / "empty.jsonl", [""]))
+    unusable = _write_lines(tmp_path / "unusable.jsonl", [
+        json.dumps({"qa_id": "a", "answer": None}),
+        json.dumps({"answer": "nothing says which question this answers"}),
+    ])
+    with pytest.raises(CandidateError, match=r"no usable record: line 1: 'answer' must be a string; line 2: .*'qa_id'"):
+        outputs_text(unusable)
+
+
+LIMIT = 20_000  # MAX_FIELD_CHARS, the limit `rag-eval evaluate` applies to each field
+
+
+def test_an_over_long_field_fails_its_item_with_the_reason(tmp_path):
+    items = [{"qa_id": name, "question": f"Question {name}?"} for name in ("answer", "context", "echo", "fits")]
+    huge = "Refunds are processed quickly. " * 33_000  # about 1 MB: minutes of scoring per item
+    path = _write_lines(tmp_path / "out.jsonl", [
+        json.dumps({"qa_id": "answer", "answer": huge, "contexts": []}),
+        json.dumps({"qa_id": "context", "answer": "short", "contexts": [{"id": "c", "text": "ok"}, {"id": "d", "text": huge}]}),
+        json.dumps({"qa_id": "echo", "question": huge, "answer": "short", "contexts": []}),
+        json.dumps({"qa_id": "fits", "answer": "a" * LIMIT, "contexts": [{"id": "c", "text": "b" * LIMIT}]}),
+    ])
+
+    by_id = {o.qa_id: o for o in outputs_from_text(outputs_text(path), items)}
+
+    assert by_id["answer"].status == FAILED
+    assert f"answer is {len(huge):,} characters, over the limit of {LIMIT:,} per field" in by_id["answer"].error
+    assert by_id["context"].status == FAILED and "context at rank 1 is" in by_id["context"].error
+    assert by_id["echo"].status == FAILED and "question is" in by_id["echo"].error
+    assert by_id["fits"].status == OK and len(by_id["fits"].answer) == LIMIT
+    with pytest.raises(ValueError, match="answer is 20,001 characters"):
+        validate_output({"answer": "a" * (LIMIT + 1), "contexts": []})  # an entry point's reply too
+
+
+def test_a_lone_surrogate_in_an_output_becomes_a_replacement_character(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps({"qa_id": "a", "answer": "Kept 90 days.\ud800",
+                                "contexts": [{"id": "c\udfff", "text": "Logs are kept 90 days.\udbff"}]}) + "\n")
+
+    (output,) = outputs_from_text(outputs_text(path), [{"qa_id": "a", "question": "How long?"}])
+
+    assert output.status == OK and output.answer == "Kept 90 days.\ufffd"
+    assert output.contexts == [{"id": "c\ufffd", "text": "Logs are kept 90 days.\ufffd"}]
+    assert validate_output({"answer": "\U0001f600\ud83d", "contexts": []})[0] == "\U0001f600\ufffd"
+    assert validate_output({"answer": "\ud83d\ude00", "contexts": []})[0] == "\U0001f600"  # a whole pair: its character

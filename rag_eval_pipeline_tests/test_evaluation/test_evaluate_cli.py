@@ -145,6 +145,31 @@ def test_rows_sharing_an_id_keep_their_own_scores_and_the_duplication_is_reporte
     assert result.loc[0, "faithfulness"] == 1.0 and result.loc[4, "faithfulness"] == 0.0
 
 
+@pytest.mark.parametrize("out_suffix", [".jsonl", ".parquet"])
+def test_a_lone_surrogate_is_scored_as_a_replacement_character(tmp_path, out_suffix):
+    """JSON may escape half of a UTF-16 pair with no other half ("\\ud800"); json.loads accepts it, but no
+    UTF-8 writer or hash does. The row is scored with U+FFFD in its place, not the whole run lost."""
+    rows = [
+        {**FAITHFUL, "id": "q\ud800", "question": "How long do refunds take?\ud800"},
+        {**FAITHFUL, "id": "a", "answer": FAITHFUL["answer"] + " \udfff",
+         "contexts": [CONTEXT + " \udbff"], "ground_truth": "Refunds take 14 days.\ud83d"},
+        {**FAITHFUL, "id": "pair", "answer": FAITHFUL["answer"] + " \U0001f600"},  # a whole pair stays itself
+    ]
+    source, out = tmp_path / "in.jsonl", tmp_path / f"out{out_suffix}"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="ascii")  # escapes, as JSON allows
+    completed = subprocess.run(
+        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,answer_correctness"],
+        capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=300,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "3 rows scored, 0 invalid" in completed.stdout
+    result = pd.read_parquet(out) if out_suffix == ".parquet" else pd.read_json(out, lines=True, dtype=False)
+    assert result["id"].tolist() == ["q\ufffd", "a", "pair"]
+    assert result["faithfulness_status"].tolist() == ["ok"] * 3 and result["faithfulness"].tolist() == [1.0] * 3
+    assert result["answer_correctness_status"].tolist()[1] == "ok"
+
+
 def test_an_empty_input_is_refused_in_one_line(tmp_path):
     source = tmp_path / "empty.jsonl"
     source.write_text("")

@@ -18,8 +18,9 @@ from dagster import instance_for_test, materialize
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
-from rag_eval_pipeline.ingest.parsing import read_documents
+from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_documents, read_inside
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.resources.documents import DocumentsResource
 from rag_eval_pipeline.synthesis.pipeline import from_folder
 from rag_eval_pipeline.core.warehouse import Warehouse
 
@@ -111,8 +112,9 @@ def test_a_broken_link_is_rejected_not_skipped(root):
     assert "broken symbolic link" in _reasons(result)["gone.md"]
 
 
-def test_the_tenant_folder_may_itself_be_a_link_and_be_named_with_dot_dot(root, tmp_path):
-    # The operator's layout (a mounted or linked tenant folder) is trusted; its content is not.
+def test_a_folder_given_by_path_may_itself_be_a_link_and_be_named_with_dot_dot(root, tmp_path):
+    # A folder named by path (`rag-eval synthesize --docs`, a mount) is trusted; its content is not.
+    # A tenant's folder found under the documents root may not be a link (test below).
     (tmp_path / "mounted").symlink_to(root / "acme", target_is_directory=True)
     (root / "acme" / "escape.md").symlink_to(root / "globex" / "secret.md")
 
@@ -120,6 +122,54 @@ def test_the_tenant_folder_may_itself_be_a_link_and_be_named_with_dot_dot(root, 
         result = read_documents(folder)
         assert [d.path for d in result.documents] == ["policy.md"]
         assert list(_reasons(result)) == ["escape.md"]
+
+
+def test_a_tenant_folder_that_is_a_link_is_refused_where_tenants_are_found(root):
+    # root/borrowed -> globex: a "tenant" whose golden set would be made of another tenant's documents.
+    (root / "borrowed").symlink_to(root / "globex", target_is_directory=True)
+
+    with pytest.raises(ValueError, match=r"tenant folder .*borrowed is a symbolic link"):
+        DocumentsResource(root=str(root)).folder_for("borrowed")
+    scan = inbox.scan_root(root)
+    assert sorted(scan.tenants) == ["acme", "globex"]
+    assert "symbolic link" in scan.skipped["borrowed"]
+
+
+def test_the_documents_root_itself_may_be_a_link(root, tmp_path):
+    (tmp_path / "mounted").symlink_to(root, target_is_directory=True)  # the operator's mount of the whole root
+
+    folder = DocumentsResource(root=str(tmp_path / "mounted")).folder_for("acme")
+
+    assert [d.path for d in read_documents(folder).documents] == ["policy.md"]
+    assert sorted(inbox.scan_root(tmp_path / "mounted").tenants) == ["acme", "globex"]
+
+
+# --- hard links: a second name for a file anywhere on the same file system ----------------------
+
+
+def test_a_hard_link_to_another_tenants_file_or_a_host_file_is_rejected(root):
+    acme = root / "acme"
+    os.link(root / "globex" / "secret.md", acme / "borrowed.md")
+    os.link(root.parent / "outside" / "secret.md", acme / "host.md")
+
+    result = read_documents(acme)
+
+    assert [d.path for d in result.documents] == ["policy.md"]
+    reasons = _reasons(result)
+    assert sorted(reasons) == ["borrowed.md", "host.md"]
+    assert all("hard link" in reason for reason in reasons.values()), reasons
+    assert SECRET not in _all_text(result)
+
+
+def test_a_file_swapped_for_a_hard_link_after_the_listing_is_not_read(root):
+    acme = root / "acme"
+    listing = list_folder(acme)
+    assert [relative for relative, _ in listing.files] == ["policy.md"]
+    (acme / "policy.md").unlink()
+    os.link(root / "globex" / "secret.md", acme / "policy.md")  # same name, now another tenant's file
+
+    with pytest.raises(UnreadableDocument, match="hard link"):
+        read_inside(listing.root, "policy.md")
 
 
 def test_a_fifo_is_rejected_without_blocking(root):
@@ -177,10 +227,11 @@ def test_a_two_megabyte_single_word_chunks_into_bounded_chunks_quickly(root):
 
 @pytest.fixture
 def hostile_tenant(root) -> Path:
-    """acme with links out, edge-case PDFs, a zero-byte PDF, binary text and a huge word."""
+    """acme with links out, a hard link to globex's file, edge-case PDFs, a zero-byte PDF, binary text and a huge word."""
     acme = root / "acme"
     (acme / "leak.md").symlink_to(root.parent / "outside" / "secret.md")
     (acme / "neighbour").symlink_to(root / "globex", target_is_directory=True)
+    os.link(root / "globex" / "secret.md", acme / "hardlinked.md")
     (acme / "edge").mkdir()
     for pdf in sorted(EDGE_CASES.glob("*.pdf")):
         shutil.copy(pdf, acme / "edge" / pdf.name)
@@ -193,6 +244,7 @@ def hostile_tenant(root) -> Path:
 EXPECTED_REJECTIONS = {
     "leak.md": "outside the document folder",
     "neighbour": "outside the document folder",
+    "hardlinked.md": "hard link",
     "edge/pysample__libreoffice-writer-password.pdf": "encrypted",
     "zero.pdf": "empty",
     "utf16.txt": "binary",
@@ -232,6 +284,7 @@ def test_the_new_documents_listing_never_reads_outside_the_folder(root, hostile_
     (root / "globex" / "secret.md").write_text("# Changed\n\nNew secret.\n", encoding="utf-8")
 
     assert "leak.md" not in listing and not any(p.startswith("neighbour") for p in listing)
+    assert "hardlinked.md" not in listing
     assert "word.txt" in listing and "edge/docling__right_to_left_01.pdf" in listing
     assert inbox.fingerprint(hostile_tenant, inbox.list_files(hostile_tenant)) == before
     assert inbox.scan_root(root).tenants["acme"] == listing

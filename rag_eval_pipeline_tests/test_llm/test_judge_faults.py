@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -131,3 +135,52 @@ def test_a_refused_request_is_not_retried_and_stops_the_run(embedder):
         with pytest.raises(JudgeMisconfigured, match=r"HTTP 400, not retried\): maximum context length"):
             _statuses(_judge(server, JudgeCache()), embedder)
     assert len(server.requests) == 1
+
+
+# --- HTTP 200 without a chat completion: a proxy's sign-in page, a gateway's JSON error ------------
+
+PAGE = "<!doctype html><html><head><title>Sign in</title></head><body>Sign in to continue</body></html>"
+NOT_A_COMPLETION = {
+    "html-page": (Reply(200, raw_body=PAGE, content_type="text/html; charset=utf-8"), "an HTML page"),
+    "html-labelled-json": (Reply(200, raw_body=PAGE), "an HTML page"),
+    "no-choices": (Reply(200, raw_body=json.dumps({"id": "x", "object": "chat.completion", "choices": []})),
+                   "no choices"),
+    "error-object": (Reply(200, raw_body=json.dumps({"error": {"message": "upstream model overloaded"}})),
+                     "upstream model overloaded"),
+    "json-array": (Reply(200, raw_body="[]"), "not an object, no choices"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_A_COMPLETION))
+def test_a_200_without_a_completion_is_retried_then_stops_the_run_naming_the_url(embedder, case):
+    reply, says = NOT_A_COMPLETION[case]
+    with FakeOpenAIServer(default=reply) as server:
+        message = _failing_run(server, JudgeCache(), embedder, max_retries=1)
+    assert "HTTP 200 without a chat completion" in message and says in message, message
+    assert "after 2 attempts" in message and "2 call(s) were not sent" in message
+    assert len(server.requests) == 2  # retried like a server fault, and nothing more sent to it
+
+
+def test_a_200_without_a_completion_once_is_retried_and_scored(embedder):
+    reply, _ = NOT_A_COMPLETION["html-page"]
+    with FakeOpenAIServer([reply], default=GOOD) as server:
+        assert _statuses(_judge(server, JudgeCache()), embedder) == {"ok": 3}
+    assert len(server.requests) == 4
+
+
+def test_evaluate_with_a_server_answering_html_exits_2_in_one_line(tmp_path):
+    rag_eval = str(Path(sys.executable).parent / "rag-eval")
+    item = ITEMS[0]
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"question": item.question, "answer": item.answer, "contexts": [item.contexts[0]["text"]]}) + "\n")
+    reply, _ = NOT_A_COMPLETION["html-page"]
+    with FakeOpenAIServer(default=reply) as server:
+        completed = subprocess.run(
+            [rag_eval, "evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl"), "--metrics", "faithfulness",
+             "--judge", "llm", "--base-url", server.base_url, "--model", "fake", "--max-retries", "1", "--cache", ""],
+            capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=300,
+        )
+    assert completed.returncode == 2
+    [line] = [line for line in completed.stderr.splitlines() if line.startswith("error: ")]
+    assert f"judge server at {server.base_url}" in line and "an HTML page" in line, completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "out.jsonl").exists()

@@ -6,6 +6,8 @@
 - Server trouble that may pass (HTTP 408, 409, 429, 5xx, a refused or dropped connection, a timeout)
   is retried by the openai client itself, with jittered exponential backoff that honours Retry-After.
   Other refusals (400, 401, 404, 422, ...) are not retried: `JudgeMisconfigured`.
+- An HTTP 200 that is no chat completion (a proxy's HTML page, a gateway's JSON error without
+  choices) is server trouble too: retried here with the same backoff, `max_retries` times.
 - When a call still fails, no new call is sent, the calls in flight run to their end (and are
   cached), then the run stops with `JudgeUnavailable` naming the URL, the last error, the attempts
   made and how many calls were kept, so a rerun with the same cache repeats only the rest.
@@ -17,10 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
+import re
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from rag_eval_pipeline.core.defaults import (
@@ -186,8 +191,25 @@ class StructuredLLM:
             retry["messages"] = [*request["messages"], {"role": "user", "content": RETRY_REMINDER}]
         return retry
 
-    async def _create(self, request: dict):
-        """One chat completion; the openai client retries what may pass (see the module docstring)."""
+    async def _create(self, request: dict) -> ChatCompletion:
+        """One chat completion; what may pass is retried (see the module docstring), an HTTP 200 without a
+        completion here, like a server fault, and then JudgeUnavailable."""
+        for attempt in range(self.settings.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(_backoff_s(attempt))
+            try:
+                response = await self._send(request)
+            except json.JSONDecodeError as error:  # a body labelled JSON that is not
+                problem = _body_problem(error.doc)
+                continue
+            problem = _completion_problem(response)
+            if not problem:
+                return response
+        raise JudgeUnavailable(f"judge server at {self.settings.base_url} kept answering HTTP 200 without a chat "
+                               f"completion ({problem}) {self._after(self.settings.max_retries + 1)}")
+
+    async def _send(self, request: dict):
+        """One request, which the openai client retries on what may pass; its errors said in our terms."""
         server = f"judge server at {self.settings.base_url}"
         try:
             return await self._client.chat.completions.create(**request)
@@ -216,7 +238,9 @@ class StructuredLLM:
     def _attempts(self, error: openai.APIError) -> str:
         """How many requests this call made: the openai client numbers its retries in a request header."""
         taken = error.request.headers.get("x-stainless-retry-count", "") if error.request is not None else ""
-        made = int(taken) + 1 if taken.isdigit() else f"up to {self.settings.max_retries + 1}"
+        return self._after(int(taken) + 1 if taken.isdigit() else f"up to {self.settings.max_retries + 1}")
+
+    def _after(self, made: int | str) -> str:
         made = f"{made} attempt" + ("" if made == 1 else "s")
         return (f"after {made} (max_retries {self.settings.max_retries}, "
                 f"timeout {self.settings.timeout_s:g} s per attempt)")
@@ -242,6 +266,45 @@ def _raise_first(results: list) -> list:
 def _is_retried(status: int) -> bool:
     """The statuses the openai client retries: the server is busy, restarting or failing for now."""
     return status in (408, 409, 429) or status >= 500
+
+
+def _backoff_s(attempt: int) -> float:
+    """The openai client's own schedule: 0.5 s doubling up to 8 s, less up to a quarter at random."""
+    return min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random())
+
+
+def _completion_problem(response) -> str:
+    """What an HTTP 200 reply lacks to be a chat completion; '' when it is one."""
+    if not isinstance(response, ChatCompletion):
+        # The openai client hands back the text of a body it could not read as JSON.
+        return _body_problem(response) if isinstance(response, str) else "a JSON value that is not an object, no choices"
+    error = (response.model_extra or {}).get("error")
+    if error:
+        return f"an error: {_said(error.get('message') if isinstance(error, dict) else error)}"
+    if not response.choices:
+        return "no choices"
+    if response.choices[0] is None or response.choices[0].message is None:
+        return "a choice without a message"
+    return ""
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+
+
+def _body_problem(body: str) -> str:
+    start = body.lstrip()[:1000]
+    if not start:
+        return "an empty body"
+    if re.match(r"<(!doctype\s+html|html)\b", start, re.I):
+        title = _TITLE.search(body[:5000])
+        return ("an HTML page" + (f" titled {_said(title.group(1))}" if title else "")
+                + ": a proxy's page, or a base URL that is not the OpenAI-compatible API")
+    return f"a body that is not JSON: {_said(start)}"
+
+
+def _said(text) -> str:
+    """A server's words, on one line and short."""
+    return repr(" ".join(str(text).split())[:200])
 
 
 def _server_message(error: openai.APIStatusError) -> str:
