@@ -48,3 +48,7 @@ def exits_via_sys_exit(question: str) -> dict:
     import sys
 
     sys.exit(0)
+
+
+def raises_with_a_lone_surrogate(question: str) -> dict:
+    raise RuntimeError("index \ud800 offline")

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from rag_eval_pipeline.core.text import scorable_text
 from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError, CandidateOutput
 
 STARTUP_TIMEOUT_S = 120.0  # importing a user's pipeline (models, clients) may take a while
@@ -156,7 +157,8 @@ def _ask_one(child: CandidateProcess, item: dict, timeout_s: float) -> tuple[Can
 
 
 def _failed(item: dict, reason: str, latency: float) -> CandidateOutput:
-    return CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, reason, round(latency, 4))
+    # The reason may quote the candidate's own exception text, lone surrogates and all: it is stored as UTF-8.
+    return CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, scorable_text(reason), round(latency, 4))
 
 
 def _child_environment() -> dict[str, str]:

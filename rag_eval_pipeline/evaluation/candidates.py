@@ -234,7 +234,8 @@ def _ask(candidate: Candidate, qa_id: str, question: str, timeout_s: float) -> C
     if worker.is_alive():
         return CandidateOutput(qa_id, question, "", [], FAILED, f"timed out after {timeout_s:g} s", latency)
     if "error" in outcome:
-        return CandidateOutput(qa_id, question, "", [], FAILED, f"candidate raised {outcome['error']}", latency)
+        return CandidateOutput(qa_id, question, "", [], FAILED, scorable_text(f"candidate raised {outcome['error']}"),
+                               latency)
     try:
         answer, contexts = validate_output(outcome.get("value"))
     except ValueError as error:

@@ -91,3 +91,14 @@ def test_the_child_imports_from_the_callers_import_path(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     outputs = run_entry_point(f"{CANDIDATES}:no_retrieval", _items("q?"), timeout_s=60)
     assert outputs[0].status == OK and "999 units" in outputs[0].answer
+
+
+def test_an_exception_text_with_a_lone_surrogate_is_stored_as_utf8(tmp_path):
+    """The item fails with the candidate's message, which must still be writable (it lands in Parquet)."""
+    import pandas as pd
+    from dataclasses import asdict
+
+    outputs = run_entry_point(f"{CANDIDATES}:raises_with_a_lone_surrogate", _items("q?"), timeout_s=60)
+
+    assert outputs[0].status == FAILED and outputs[0].error == "candidate raised RuntimeError: index \ufffd offline"
+    pd.DataFrame([asdict(o) for o in outputs]).to_parquet(tmp_path / "outputs.parquet")
