@@ -7,14 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.synthesis.items import (
-    GOLDEN_COLUMNS,
-    REFUSAL,
-    REJECTED_COLUMNS,
-    SIMPLE,
-    UNANSWERABLE,
-    items_frame,
-)
+from rag_eval_pipeline.synthesis.items import REFUSAL, REJECTED_COLUMNS, SIMPLE, UNANSWERABLE
 from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.synthesis.review import (
     CONTEXT_SEPARATOR,
@@ -27,35 +20,24 @@ from rag_eval_pipeline.synthesis.review import (
     review_sheet,
     write_sheet,
 )
-from rag_eval_pipeline_tests.synthesis_items import item_from
-
-# Commas, double quotes, line breaks and non-ASCII text: what breaks a naive CSV.
-CHUNKS = {
-    "retention.md#0": 'RouteWise API request logs are retained for 90 days, then deleted.\nThe "audit" log is separate.',
-    "retention.md#1": "Database backups of the shipment system are kept for 35 days in a separate region.",
-    "travel.md#0": "The hotel cap is EUR 230 per night in Zürich, London and Paris.",
-}
+from rag_eval_pipeline_tests.review_fixtures import (
+    BACKUPS,
+    CHUNKS,
+    HOTEL,
+    ITEMS,
+    LOGS,
+    TOKYO,
+    golden_frame,
+    lay_out_version,
+    review_item,
+)
 
 
 def _item(question_type, chunk_ids, question, ground_truth):
-    return item_from(CHUNKS, question_type, chunk_ids, question, ground_truth)
+    return review_item(question_type, chunk_ids, question, ground_truth)
 
 
-LOGS = _item(SIMPLE, ["retention.md#0"], 'How long are API request logs, not the "audit" log, retained?',
-             "They are retained for 90 days, then deleted.")
-BACKUPS = _item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days.")
-HOTEL = _item(SIMPLE, ["travel.md#0"], "What is the hotel cap in Zürich?", "The hotel cap is EUR 230 per night.")
-TOKYO = _item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL)
-ITEMS = [LOGS, BACKUPS, HOTEL, TOKYO]
-
-
-def _golden(items) -> pd.DataFrame:
-    frame = items_frame(items)
-    frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
-    frame["grounded"] = True
-    # What the quality stage gives each kept question (a column of the golden set since that stage was added).
-    frame["quality_score"] = [assess(q, t).score for q, t in zip(frame["question"], frame["question_type"])]
-    return frame[GOLDEN_COLUMNS]
+_golden = golden_frame
 
 
 @pytest.fixture
@@ -474,20 +456,12 @@ def test_the_offline_verifier(verify):
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
     """A warehouse with a published v1 of tenant acme, and a Dagster home, both temporary."""
-    from rag_eval_pipeline.synthesis.versions import publish
     from rag_eval_pipeline.core.warehouse import Warehouse
 
     monkeypatch.setenv("RAG_EVAL_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     warehouse = Warehouse(tmp_path / "warehouse")
-    golden = _golden(ITEMS)
-    warehouse.write("acme", "v1", "golden_set", golden)
-    earlier = pd.DataFrame([{**golden.iloc[0][:-2].to_dict(), "qa_id": "dropped-1", "stage": "verification",
-                             "reason": "duplicate question"}], columns=REJECTED_COLUMNS)
-    warehouse.write("acme", "v1", "rejected_qa", earlier)
-    for name in ("raw_documents", "document_chunks", "chunk_clusters"):
-        warehouse.write("acme", "v1", name, pd.DataFrame({"table": [name], "n": [1]}))
-    publish(warehouse, "acme", "v1", golden)
+    lay_out_version(warehouse, "acme", "v1", _golden(ITEMS))
     return warehouse
 
 
