@@ -30,3 +30,25 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_partial(tmp_path):
 
     assert path.read_text(encoding="utf-8") == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
+def _create(path, text, start) -> bool:
+    from rag_eval_pipeline.core.files import create_text_once
+
+    start.wait(timeout=60)
+    return create_text_once(path, text)
+
+
+def test_of_processes_creating_one_file_at_once_one_wins_and_its_text_is_whole(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    path, texts = tmp_path / "manifest.json", [f"writer {n}\n" * 1000 for n in range(6)]
+    with context.Manager() as manager:
+        start = manager.Barrier(len(texts))
+        with context.Pool(len(texts)) as pool:
+            created = pool.starmap(_create, [(path, text, start) for text in texts])
+
+    assert created.count(True) == 1
+    assert path.read_text(encoding="utf-8") == texts[created.index(True)]
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no partial file left

@@ -184,11 +184,13 @@ def _gated_version(warehouse, tenant: str, version: str | None) -> str:
 
 def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | None) -> None:
     from rag_eval_pipeline.reporting.baselines import baseline_store
-    from rag_eval_pipeline.synthesis.versions import read_manifest
+    from rag_eval_pipeline.synthesis.versions import read_manifest, require_items
 
-    if read_manifest(warehouse, tenant, version) is None:
+    manifest = read_manifest(warehouse, tenant, version)
+    if manifest is None:
         raise BadInput(f"the golden set of {tenant}/{version} is not published (its synthesis did not finish or "
                        "its checks failed): nothing to gate on")
+    require_items(manifest)
     audited = baseline_store(warehouse).audited_commits(tenant, version)
     if baseline and baseline not in audited:
         raise BadInput(f"baseline commit {baseline!r} was never audited on {tenant}/{version} "

@@ -4,10 +4,18 @@ A review never changes the version it reviews (published golden sets are immutab
 writes a new dataset version with the reviewed golden set, the upstream tables of the reviewed
 version (so the audit job can run on it), and a manifest naming its parent; it records a
 materialization of each table in the Dagster instance, so the UI shows the new partition as built.
+
+Only a published version can be reviewed, and the reviewed golden set is published only when it
+passes the expectations suite the synthesis job runs. The manifest, written last, is what makes the
+new version: an import stopped before it leaves no version, and the next import to that name
+replaces what it left. Imports to one new version take turns (a lock), so only one publishes.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -20,6 +28,10 @@ UPSTREAM_TABLES = (
     "raw_documents", "rejected_documents", "document_chunks", "chunk_clusters", "generation_failures", "generation_plan",
     "synthesis_plan",
 )
+# Written first by an import into its new version: tables there without a manifest are then the leftovers
+# of an import that did not finish (not of a synthesis), which the next import may replace.
+IMPORT_MARKER = "review_import.json"
+LOCK_TIMEOUT_S = 300.0  # an import holds its new version's lock for seconds; a longer wait is a stuck one
 
 
 def _warehouse():
@@ -82,11 +94,14 @@ def _markdown(frame) -> str:
 def _write_diff(changes, path: Path, title: str) -> None:
     from rag_eval_pipeline.core.files import atomic_write_text
     from rag_eval_pipeline.evaluation.tabular import write_table
+    from rag_eval_pipeline.synthesis.review import as_spreadsheet_text
     from rag_eval_pipeline.synthesis.versions import diff_summary
 
     if path.suffix.lower() == ".md":
         counts = ", ".join(f"{n} {change}" for change, n in diff_summary(changes).items())
         atomic_write_text(path, f"# {title}\n\n{counts}\n\n{_markdown(changes) if len(changes) else ''}\n")
+    elif path.suffix.lower() == ".csv":  # opened in a spreadsheet: a tenant's text must not run as a formula
+        write_table(changes.map(lambda value: as_spreadsheet_text(value) if isinstance(value, str) else value), path)
     else:
         write_table(changes, path)
 
@@ -105,10 +120,15 @@ def review() -> None:
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".csv or .jsonl")
 def export(tenant: str, version: str, out: Path) -> int:
     from rag_eval_pipeline.synthesis.review import review_sheet, write_sheet
+    from rag_eval_pipeline.synthesis.versions import read_manifest
 
-    golden = _warehouse().read(tenant, version, "golden_set")
+    warehouse = _warehouse()
+    golden = warehouse.read(tenant, version, "golden_set")
     path = write_sheet(review_sheet(golden), out)
     click.echo(f"{len(golden)} items of {tenant}/{version} written to {path}")
+    if read_manifest(warehouse, tenant, version) is None:
+        click.echo(f"note: {tenant}/{version} is not published (its synthesis did not finish or failed its "
+                   "expectations suite): `rag-eval review import` will refuse a review of it", err=True)
     click.echo("fill in decision (accept, reject or edit; blank leaves an item unreviewed), edited_question and/or "
                "edited_ground_truth for an edit, and reviewer_note; then run `rag-eval review import`")
     return 0
@@ -136,28 +156,38 @@ def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> in
     if new_version == version:
         raise BadInput("--new-version must differ from --version: a published golden set never changes")
     warehouse = _local_warehouse()
-    _refuse_existing(warehouse, tenant, new_version)
+    _refuse_taken(warehouse, tenant, new_version)
 
     # Everything that can fail on bad input happens before anything is written.
     golden = warehouse.read(tenant, version, "golden_set")
+    _require_reviewable(warehouse, tenant, version, golden)
     verify = judge_verifier(OfflineJudge(Embedder()))  # the support check needs no embeddings
     result = apply_review(golden, read_sheet(sheet_path), verify)
+    dropped_types = _check_expectations(warehouse, tenant, version, golden, result)
 
-    instance = local_instance(settings().dagster_home)
-    register_partition(instance, tenant, new_version)
-    copied = [name for name in UPSTREAM_TABLES if _copy_table(warehouse, tenant, version, new_version, name)]
-    rejected = _all_rejected(warehouse, tenant, version, result.rejected)
-    warehouse.write(tenant, new_version, "golden_set", result.golden)
-    warehouse.write(tenant, new_version, "rejected_qa", rejected)
-    manifest = publish(warehouse, tenant, new_version, result.golden, source=f"review of {version}", parent_version=version)
+    with _import_lock(warehouse, tenant, new_version):
+        # Again under the lock: another import may have published this version meanwhile.
+        if _refuse_taken(warehouse, tenant, new_version):
+            _remove_leftovers(warehouse, tenant, new_version)
+        _write_marker(warehouse, tenant, version, new_version, sheet_path)
+        instance = local_instance(settings().dagster_home)
+        register_partition(instance, tenant, new_version)
+        copied = [name for name in UPSTREAM_TABLES if _copy_table(warehouse, tenant, version, new_version, name)]
+        rejected = _all_rejected(warehouse, tenant, version, result.rejected)
+        warehouse.write(tenant, new_version, "golden_set", result.golden)
+        warehouse.write(tenant, new_version, "rejected_qa", rejected)
+        manifest = publish(warehouse, tenant, new_version, result.golden, source=f"review of {version}",
+                           parent_version=version)
     written = {name: warehouse.read(tenant, new_version, name) for name in copied}
     record_imported_version(instance, tenant, new_version, {**written, "golden_set": result.golden, "rejected_qa": rejected},
                             f"review of {tenant}/{version} imported from {sheet_path.name}")
-    _print_import(tenant, version, result, manifest, warehouse.partition_dir(tenant, new_version), copied)
+    _print_import(tenant, version, result, manifest, warehouse.partition_dir(tenant, new_version), copied, dropped_types)
     return 0
 
 
-def _refuse_existing(warehouse, tenant: str, version: str) -> None:
+def _refuse_taken(warehouse, tenant: str, version: str) -> bool:
+    """Refuse a new version that is published, or that holds another run's tables; True when it holds
+    the leftovers of an import that did not finish (no manifest: no version, so the name is free)."""
     from rag_eval_pipeline.synthesis.versions import read_manifest
 
     manifest = read_manifest(warehouse, tenant, version)
@@ -166,8 +196,87 @@ def _refuse_existing(warehouse, tenant: str, version: str) -> None:
             f"{tenant}/{version} already has a published golden set (hash {manifest.content_hash[:12]}, "
             f"{manifest.published_at}); choose another --new-version"
         )
-    if warehouse.exists(tenant, version, "golden_set"):
-        raise BadInput(f"{tenant}/{version} already has a golden set; choose another --new-version")
+    folder = warehouse.partition_dir(tenant, version)
+    if (folder / IMPORT_MARKER).is_file():
+        return True
+    tables = sorted(path.stem for path in folder.glob("*.parquet"))
+    if tables:
+        raise BadInput(
+            f"{tenant}/{version} holds the tables of an unpublished run ({', '.join(tables[:4])}"
+            f"{', ...' if len(tables) > 4 else ''}), not of a review import: choose another --new-version, or "
+            f"delete {folder} if they are not needed"
+        )
+    return False
+
+
+def _require_reviewable(warehouse, tenant: str, version: str, golden) -> None:
+    """Only a published golden set is reviewed: one that failed its suite must be re-synthesized, not patched."""
+    from rag_eval_pipeline.synthesis.versions import content_hash, read_manifest
+
+    manifest = read_manifest(warehouse, tenant, version)
+    if manifest is None:
+        raise BadInput(f"{tenant}/{version} is not published (its synthesis did not finish or failed its expectations "
+                       "suite): only a published golden set can be reviewed")
+    if manifest.content_hash != content_hash(golden):
+        raise BadInput(f"the golden_set table of {tenant}/{version} does not match its published manifest "
+                       f"(content hash {manifest.content_hash[:12]}): refusing to review it")
+
+
+def _check_expectations(warehouse, tenant: str, version: str, golden, result) -> set[str]:
+    """Run the synthesis job's expectations suite on the reviewed golden set: BadInput naming what failed.
+
+    The reviewed version's chunks and its plan's expected types, except the types the reviewer rejected
+    every item of (returned, to be reported).
+    """
+    from rag_eval_pipeline.synthesis.checks import PLAN_TABLE, expected_types
+    from rag_eval_pipeline.synthesis.expectations import check_golden_set
+    from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS
+    from rag_eval_pipeline.synthesis.review import REVIEWED_COLUMNS, types_expected_after_review
+
+    chunk_ids = set(warehouse.read(tenant, version, "document_chunks")["chunk_id"].astype(str))
+    planned = expected_types(warehouse.read(tenant, version, PLAN_TABLE))
+    expected = types_expected_after_review(planned, golden, result)
+    review_columns = tuple(c for c in REVIEWED_COLUMNS if c not in GOLDEN_COLUMNS)
+    report = check_golden_set(result.golden, chunk_ids, expected, extra_columns=review_columns)
+    if not report.success:
+        failed = "; ".join(f"{f.table}.{f.column or '(table)'} {f.expectation}: {f.detail}" for f in report.failures)
+        raise BadInput(
+            f"the reviewed golden set of {tenant}/{version} fails the expectations suite the synthesis runs "
+            f"({len(report.failures)} of {len(report.results)} expectations), so nothing was published: {failed}"
+        )
+    return (planned & set(golden["question_type"].astype(str))) - expected
+
+
+@contextmanager
+def _import_lock(warehouse, tenant: str, version: str):
+    """One import at a time into a new version: from the check that it is free to its manifest."""
+    from filelock import FileLock, Timeout
+
+    path = warehouse.tenant_dir(tenant) / f".{version}.review-import.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(path), timeout=LOCK_TIMEOUT_S):
+            yield
+    except Timeout:
+        raise BadInput(f"another review import into {tenant}/{version} has held it for {LOCK_TIMEOUT_S:.0f} s; "
+                       "try again when it has finished") from None
+
+
+def _write_marker(warehouse, tenant: str, version: str, new_version: str, sheet_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from rag_eval_pipeline.core.files import atomic_write_text
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    record = {"review_of": version, "sheet": sheet_path.name, "started_at": started, "pid": os.getpid()}
+    atomic_write_text(warehouse.partition_dir(tenant, new_version) / IMPORT_MARKER, json.dumps(record) + "\n")
+
+
+def _remove_leftovers(warehouse, tenant: str, version: str) -> None:
+    """The tables an unfinished import wrote (its marker says they are its own): this import writes its own."""
+    for name in (*UPSTREAM_TABLES, "golden_set", "rejected_qa"):
+        warehouse.table_path(tenant, version, name).unlink(missing_ok=True)
+    click.echo(f"note: replacing what an unfinished import into {tenant}/{version} left (it stopped before publishing)")
 
 
 def _copy_table(warehouse, tenant: str, source: str, target: str, name: str) -> bool:
@@ -192,7 +301,7 @@ def _all_rejected(warehouse, tenant: str, version: str, review_rejected):
     return pd.concat(frames, ignore_index=True) if frames else review_rejected
 
 
-def _print_import(tenant, version, result, manifest, folder: Path, copied: list[str]) -> None:
+def _print_import(tenant, version, result, manifest, folder: Path, copied: list[str], dropped_types: set[str]) -> None:
     from rag_eval_pipeline.synthesis.versions import MANIFEST_FILE
 
     s = result.summary
@@ -202,6 +311,8 @@ def _print_import(tenant, version, result, manifest, folder: Path, copied: list[
     for reason in result.rejected["reason"]:
         if not str(reason).startswith("rejected by reviewer"):
             click.echo(f"  {reason}")
+    for question_type in sorted(dropped_types):
+        click.echo(f"note: no {question_type} question is left: the review rejected every one")
     click.echo(f"golden set: {manifest.n_items} items, content hash {manifest.content_hash[:12]}, "
                f"published {manifest.published_at} ({manifest.source})")
     click.echo(f"written to {folder}: golden_set, rejected_qa, {MANIFEST_FILE}"

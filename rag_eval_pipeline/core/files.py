@@ -33,6 +33,25 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return write_atomically(path, lambda partial: partial.write_text(text, encoding="utf-8"))
 
 
+def create_text_once(path: Path, text: str) -> bool:
+    """Write a new file whole, unless `path` exists already: True when this call created it.
+
+    The text is written to a partial file first and then hard-linked to `path`, which fails when another
+    writer got there first: a compare-and-set that never shows a half-written file and never replaces one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.link(partial, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> Path:
     return write_atomically(path, lambda partial: frame.to_parquet(partial, index=False))
 

@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
-from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
+from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text, create_text_once
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
@@ -102,7 +102,11 @@ class Warehouse:
         return str(self.table_path(tenant, dataset_version, name))
 
     def write_text(self, tenant: str, dataset_version: str, filename: str, text: str) -> Path:
-        return atomic_write_text(self.partition_dir(tenant, dataset_version) / filename, text)
+        """Write a file of the partition once: when it exists already (another writer was first), it is kept,
+        as DatabaseStore keeps the first manifest. The caller reads it back to see whose it is."""
+        path = self.partition_dir(tenant, dataset_version) / filename
+        create_text_once(path, text)
+        return path
 
     def read_text(self, tenant: str, dataset_version: str, filename: str) -> str | None:
         path = self.partition_dir(tenant, dataset_version) / filename

@@ -58,20 +58,26 @@ class SuiteReport:
 
 
 def check_golden_set(
-    golden: pd.DataFrame, chunk_ids: set[str], expected_types: set[str], min_items: int = 1
+    golden: pd.DataFrame, chunk_ids: set[str], expected_types: set[str], min_items: int = 1,
+    extra_columns: tuple[str, ...] = (),
 ) -> SuiteReport:
-    """Validate the golden set against the chunks it cites and the question types it must contain."""
+    """Validate the golden set against the chunks it cites and the question types it must contain.
+
+    extra_columns: columns a golden set may have beside GOLDEN_COLUMNS (a reviewed one: its review columns).
+    """
     if min_items < 1:
         raise ValueError(f"min_items must be at least 1 (an empty golden set must fail), got {min_items}")
     context = _ephemeral_context()
-    results = _validate(context, GOLDEN, golden, golden_expectations(expected_types, min_items))
+    results = _validate(context, GOLDEN, golden, golden_expectations(expected_types, min_items, extra_columns))
     results += _validate(context, GOLD_CHUNKS, gold_chunk_rows(golden), gold_chunk_expectations(chunk_ids))
     return SuiteReport(success=all(r.success for r in results), results=results)
 
 
-def golden_expectations(expected_types: set[str], min_items: int) -> list[gxe.Expectation]:
+def golden_expectations(
+    expected_types: set[str], min_items: int, extra_columns: tuple[str, ...] = ()
+) -> list[gxe.Expectation]:
     return [
-        gxe.ExpectTableColumnsToMatchSet(column_set=list(GOLDEN_COLUMNS), exact_match=True),
+        gxe.ExpectTableColumnsToMatchSet(column_set=[*GOLDEN_COLUMNS, *extra_columns], exact_match=True),
         gxe.ExpectTableRowCountToBeBetween(min_value=min_items),
         *(gxe.ExpectColumnValuesToNotBeNull(column=column) for column in NON_NULL),
         gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=MIN_QUESTION_CHARS),

