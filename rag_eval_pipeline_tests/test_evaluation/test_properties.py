@@ -29,7 +29,8 @@ from rag_eval_pipeline.core.judging.metrics import (
     mrr,
 )
 from rag_eval_pipeline.core.judging.results import OK, UNMEASURED
-from rag_eval_pipeline.reporting.compare import PASS, compare
+from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
+from rag_eval_pipeline.reporting.compare import PASS, PASSES, UNDECIDED, compare, decision
 
 # Modest and without a deadline: the whole suite must stay fast on a shared two-core machine.
 FAST = settings(max_examples=60, deadline=None, database=None)  # no example database left in the tree
@@ -224,12 +225,18 @@ def assert_no_nan(table: pd.DataFrame) -> None:
 
 @COMPARE
 @given(score_tables(), tolerances)
-def test_a_candidate_identical_to_its_baseline_always_passes(scores, tolerance):
+def test_a_candidate_identical_to_its_baseline_passes_exactly_when_measured_enough(scores, tolerance):
     comparison = compare(scores, scores.copy(), tolerance)
 
-    assert comparison.verdict == PASS and comparison.failing_metrics == []
+    assert comparison.failing_metrics == []
+    assert decision(comparison.verdict) == (PASSES if _every_metric_measured_enough(scores) else UNDECIDED)
     assert_no_nan(comparison.table)
     assert all(d == 0 for d in comparison.table["delta"].dropna())
+
+
+def _every_metric_measured_enough(scores: pd.DataFrame, floor: float = DEFAULT_MIN_COVERAGE) -> bool:
+    shares = scores.groupby("metric")["score"].apply(lambda s: s.notna().mean())
+    return bool((shares >= floor).all())
 
 
 @COMPARE
@@ -237,7 +244,8 @@ def test_a_candidate_identical_to_its_baseline_always_passes(scores, tolerance):
 def test_raising_scores_never_blocks(scores, tolerance, gain):
     better = measured_scores_mapped(scores, lambda s: min(1.0, s + gain))
 
-    assert compare(better, scores, tolerance).verdict == PASS
+    verdict = compare(better, scores, tolerance).verdict
+    assert decision(verdict) == (PASSES if _every_metric_measured_enough(scores) else UNDECIDED)
 
 
 @COMPARE
@@ -249,7 +257,7 @@ def test_a_drop_larger_than_the_tolerance_on_every_item_blocks(scores, tolerance
     worse = measured_scores_mapped(baseline, lambda s: max(0.0, s - drop))
     measured_metrics = set(baseline.loc[baseline["score"].notna(), "metric"])
 
-    comparison = compare(worse, baseline, tolerance)
+    comparison = compare(worse, baseline, tolerance, min_coverage=0.0)  # the drop alone, whatever the coverage
 
     assert set(comparison.failing_metrics) == measured_metrics  # a metric nobody measured is not a regression
     assert_no_nan(comparison.table)
