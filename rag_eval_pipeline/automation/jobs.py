@@ -2,15 +2,11 @@
 
 from dagster import AssetSelection, define_asset_job
 
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, SYNTHESIS_TABLES
+
 # Every table the synthesis steps write: a step that writes several tables builds them all at once.
-SYNTHESIS_ASSETS = [
-    "raw_documents", "rejected_documents",
-    "document_chunks",
-    "chunk_clusters",
-    "synthetic_qa", "generation_failures", "generation_plan",
-    "golden_set", "rejected_qa", "synthesis_plan",
-]
-AUDIT_ASSETS = ["candidate_outputs", "metric_scores", "regression_report"]
+SYNTHESIS_ASSETS = list(SYNTHESIS_TABLES)
+AUDIT_ASSETS = list(AUDIT_TABLES)
 
 full_pipeline_job = define_asset_job(
     "full_pipeline",

@@ -8,21 +8,34 @@ read or overwrite each other's rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from urllib.parse import quote, unquote
 
 import pandas as pd
+from filelock import FileLock, Timeout
 
 from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text, create_text_once
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
+# The tables a golden set is built from, and the golden set: what a published version is made of.
+SYNTHESIS_TABLES = (
+    "raw_documents", "rejected_documents",
+    "document_chunks",
+    "chunk_clusters",
+    "synthetic_qa", "generation_failures", "generation_plan",
+    "golden_set", "rejected_qa", "synthesis_plan",
+)
 AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
 
 
 MANIFEST_FILE = "golden_set.manifest.json"  # written last: it makes a golden-set version visible
+VERSION_LOCK_FILE = ".version.lock"  # held by every write of a version's table and by its publication
+VERSION_LOCK_TIMEOUT_S = 300.0  # one table write, or one publication, holds it: seconds, not minutes
 REPORT_FILES = {"markdown": "regression_report.md", "html": "regression_report.html"}
 # Output metadata of an asset that stored its table itself (see regression_report): the IO manager skips it.
 STORED_BY_ASSET = "stored_by_asset"
@@ -122,6 +135,23 @@ class Warehouse:
             if (manifest.parent / "golden_set.parquet").is_file():
                 found[manifest.parent.name] = manifest.read_text(encoding="utf-8")
         return found
+
+    @contextmanager
+    def version_lock(self, tenant: str, dataset_version: str) -> Iterator[None]:
+        """Hold the version's lock: reentrant in one thread, exclusive across threads and processes (flock,
+        released by the kernel when a holder dies)."""
+        path = self.partition_dir(tenant, dataset_version) / VERSION_LOCK_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), timeout=VERSION_LOCK_TIMEOUT_S, is_singleton=True)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise TimeoutError(f"{tenant}/{dataset_version} stayed locked by another run for "
+                               f"{VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished") from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     # --- an audit's tables: one folder per commit and run ---
 

@@ -12,9 +12,10 @@ from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from rag_eval_pipeline.core.database.results import DatabaseStore
 from rag_eval_pipeline.core.object_store import ObjectStoreConfig, shared_object_store
+from rag_eval_pipeline.core.version_tables import VersionTables
 from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.resources.object_store import ObjectStoreUPathIOManager
-from rag_eval_pipeline.resources.warehouse import read_table, results_database, write_table
+from rag_eval_pipeline.resources.warehouse import loaded_table, read_table, results_database, store_output, write_table
 
 # The evaluation records (what a gate, a baseline and a person reviewing a golden set read): in the
 # results database. Every other table is a large intermediate one: in the object store.
@@ -33,22 +34,35 @@ class ProductionIOManager(ConfigurableIOManager):
     access_key_id: str = ""
     secret_access_key: str = ""
 
+    def version_tables(self) -> VersionTables:
+        """The results database keeps the manifest and the version's lock, so the writes to the object store
+        take the same lock as those to the database."""
+        large = self._object_store().store if self.object_store_url else Warehouse(self.root)
+        return VersionTables(results=self._database(), large=large, result_tables=RESULT_TABLES)
+
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
-        name = context.asset_key.path[-1]
-        if name in RESULT_TABLES:
-            write_table(DatabaseStore(results_database(self.database_url, os.getpid())), context, obj)
-        elif self.object_store_url:
-            self._object_store().handle_output(context, obj)
-        else:
-            write_table(Warehouse(self.root), context, obj)
+        store_output(self.version_tables(), context, obj, lambda frame: self._write(context, frame))
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
         name = context.asset_key.path[-1]
         if name in RESULT_TABLES:
-            return read_table(DatabaseStore(results_database(self.database_url, os.getpid())), context)
-        if self.object_store_url:
-            return self._object_store().load_input(context)
-        return read_table(Warehouse(self.root), context)
+            frame = read_table(self._database(), context)
+        elif self.object_store_url:
+            frame = self._object_store().load_input(context)
+        else:
+            frame = read_table(Warehouse(self.root), context)
+        return loaded_table(context, frame)
+
+    def _write(self, context: OutputContext, frame: pd.DataFrame) -> None:
+        if context.asset_key.path[-1] in RESULT_TABLES:
+            write_table(self._database(), context, frame)
+        elif self.object_store_url:
+            self._object_store().handle_output(context, frame)
+        else:
+            write_table(Warehouse(self.root), context, frame)
+
+    def _database(self) -> DatabaseStore:
+        return DatabaseStore(results_database(self.database_url, os.getpid()))
 
     def _object_store(self) -> ObjectStoreUPathIOManager:
         return ObjectStoreUPathIOManager(shared_object_store(ObjectStoreConfig(

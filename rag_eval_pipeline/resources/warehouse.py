@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
+import weakref
+from typing import Callable
 
 import pandas as pd
-from dagster import ConfigurableIOManager, ConfigurableResource, InitResourceContext, InputContext, OutputContext
+from dagster import (
+    ConfigurableIOManager,
+    ConfigurableResource,
+    DagsterInvariantViolationError,
+    InitResourceContext,
+    InputContext,
+    OutputContext,
+)
 
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
+from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, drop_lineage, stamped, table_digest
 from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, Warehouse
+from rag_eval_pipeline.synthesis.versions import must_write
 
 
 class WarehouseResource(ConfigurableResource):
@@ -56,11 +68,73 @@ class WarehouseIOManager(ConfigurableIOManager):
             raise RuntimeError(f"run {run.run_id} was submitted in production mode but this worker has no "
                                "RAG_EVAL_DATABASE_URL: set the production variables on every worker")
 
+    def version_tables(self) -> VersionTables:
+        warehouse = Warehouse(self.root)
+        return VersionTables(results=warehouse, large=warehouse)
+
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
-        write_table(Warehouse(self.root), context, obj)
+        warehouse = Warehouse(self.root)
+        store_output(self.version_tables(), context, obj, lambda frame: write_table(warehouse, context, frame))
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
-        return read_table(Warehouse(self.root), context)
+        return loaded_table(context, read_table(Warehouse(self.root), context))
+
+
+# ---- what every IO manager does around its own reads and writes ---------------------------------
+
+# The digest of each version table a step has read, by step execution: the lineage of what it writes.
+# Weak keys: an entry goes with its step's context.
+_READ_BY_STEP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_READ_LOCK = threading.Lock()
+
+
+def store_output(tables: VersionTables, context: OutputContext, frame: pd.DataFrame,
+                 write: Callable[[pd.DataFrame], None]) -> None:
+    """An asset's table through `write` (the IO manager's own), with the rules of versions.
+
+    Audit tables are per commit and run: written as they come. Any other table belongs to the version: it
+    is stamped with its lineage (this step, this run, the tables it read) and written under the version's
+    lock, and only while the version is unpublished. A published version keeps every table: the same
+    content again is not written, other content is refused before anything is written.
+    """
+    name = context.asset_key.path[-1]
+    if name in AUDIT_TABLES or not isinstance(frame, pd.DataFrame):
+        write(frame)
+        return
+    tenant, version = split_key(context.asset_partition_key)
+    frame = stamped(frame, Lineage(step=context.step_key, run_id=context.run_id, inputs=_tables_read(context)))
+    with tables.version_lock(tenant, version):
+        if must_write(tables, tenant, version, name, frame):
+            write(frame)
+            return
+    context.add_output_metadata({"published": f"unchanged: {tenant}/{version} is published with this {name}; "
+                                              "nothing was written"})
+
+
+def loaded_table(context: InputContext, frame: pd.DataFrame) -> pd.DataFrame:
+    """A table an IO manager read for a step: its digest is remembered (the lineage of what the step
+    writes), and the step gets it without the lineage it carries."""
+    name = context.asset_key.path[-1]
+    step = _step_of(context)
+    if name not in AUDIT_TABLES and step is not None and isinstance(frame, pd.DataFrame):
+        digest = table_digest(frame)
+        with _READ_LOCK:
+            _READ_BY_STEP.setdefault(step, {})[name] = digest
+    return drop_lineage(frame) if isinstance(frame, pd.DataFrame) else frame
+
+
+def _tables_read(context: OutputContext) -> dict[str, str]:
+    step = _step_of(context)
+    with _READ_LOCK:
+        return dict(_READ_BY_STEP.get(step, {})) if step is not None else {}
+
+
+def _step_of(context: InputContext | OutputContext):
+    """The step execution the context belongs to; None outside a run (a context built by hand)."""
+    try:
+        return context.step_context
+    except DagsterInvariantViolationError:
+        return None
 
 
 def write_table(store, context: OutputContext, frame: pd.DataFrame) -> None:

@@ -2,8 +2,9 @@
 
 The check is blocking: when it fails, the assets downstream of golden_set (candidate_outputs and
 what follows) do not run in the same run, so no candidate is scored against a broken golden set. It
-is also where a golden set is published: its manifest is written only when the suite passes, so a
-later gate never picks a version that failed (or was killed before) its check.
+is also where a golden set is published: its manifest is written only when the suite passes and the
+golden set and every table it was built from are one snapshot (no other run wrote some of them
+meanwhile), so a later gate never picks a version that failed (or was killed before) its check.
 """
 
 # No `from __future__ import annotations` here: Dagster resolves resource and input types from the
@@ -18,9 +19,9 @@ from dagster import (
     MetadataValue,
 )
 
+from rag_eval_pipeline.core.version_tables import table_digest
 from rag_eval_pipeline.partitions import partitioned_asset_check, split_key
-from rag_eval_pipeline.resources.warehouse import WarehouseResource
-from rag_eval_pipeline.synthesis.versions import publish
+from rag_eval_pipeline.synthesis.versions import MixedSnapshot, publish_snapshot
 
 PLAN_TABLE = "synthesis_plan"  # written with golden_set: question_type, requested, planned, generated, kept, note
 # A type planned with at least this many items must have one left after verification; with fewer,
@@ -33,13 +34,15 @@ MIN_PLANNED = 3
     blocking=True,
     # Everything the check reads is an input, so the graph shows it and the IO manager loads it.
     additional_ins={"document_chunks": AssetIn("document_chunks"), PLAN_TABLE: AssetIn(PLAN_TABLE)},
+    # The IO manager knows where each table of the version is: publication reads them all again.
+    required_resource_keys={"io_manager"},
     description="Great Expectations suite on the golden set: exact columns, non-null fields, unique "
     "qa_id, known question types, gold chunk ids among the chunks, the planned type mix, all grounded. "
-    "When it passes, the golden set is published (its manifest is written); otherwise it is not.",
+    "When it passes and the golden set and every table it was built from are one snapshot, the golden "
+    "set is published (its manifest is written); otherwise it is not.",
 )
 def golden_set_expectations(
     context: AssetCheckExecutionContext,
-    warehouse: WarehouseResource,
     golden_set: pd.DataFrame,
     document_chunks: pd.DataFrame,
     synthesis_plan: pd.DataFrame,
@@ -53,9 +56,16 @@ def golden_set_expectations(
     report = check_golden_set(golden_set, set(document_chunks["chunk_id"]), expected)
     failed = report.failures
     # Publishing is this check's last step: a golden set that fails it is never visible to a gate.
-    manifest = publish(warehouse.store(), tenant, version, golden_set) if report.success else None
+    manifest, refusal = None, None
+    if report.success:
+        checked = {"golden_set": golden_set, "document_chunks": document_chunks, PLAN_TABLE: synthesis_plan}
+        try:
+            manifest = publish_snapshot(context.resources.io_manager.version_tables(), tenant, version, golden_set,
+                                        {name: table_digest(frame) for name, frame in checked.items()})
+        except MixedSnapshot as error:
+            refusal = str(error)
     return AssetCheckResult(
-        passed=report.success,
+        passed=manifest is not None,
         severity=AssetCheckSeverity.ERROR,
         metadata={
             "items": len(golden_set),
@@ -63,9 +73,9 @@ def golden_set_expectations(
             "expected_types": ", ".join(sorted(expected)) or "none",
             "expectations": len(report.results),
             "failed_expectations": len(failed),
-            "failures": MetadataValue.md(failures_markdown(report)),
+            "failures": MetadataValue.md(refusal or failures_markdown(report)),
             "published": f"{tenant}/{version}, content hash {manifest.content_hash[:12]}" if manifest
-            else "no: a golden set that fails its checks is not published",
+            else f"no: {refusal}" if refusal else "no: a golden set that fails its checks is not published",
         },
     )
 

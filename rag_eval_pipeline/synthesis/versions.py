@@ -8,6 +8,13 @@ its size, its counts per question type, when and from what it was made. A versio
 the same (tenant, version) may be published again only with the same content (re-runs are
 deterministic); anything else must go to a new version, so scores measured on a version always
 refer to the same questions. `diff_versions` says what changed between two versions.
+
+Everything a published golden set was built from is as immutable as the golden set: every write of a
+version's table goes through `must_write` under the version's lock, which refuses a table of a published
+version that differs from the stored one (before anything is written) and skips one that equals it. A
+synthesized golden set is published by `publish_snapshot`, under the same lock, only when it and every
+table it was built from are one snapshot (core.version_tables), so two runs of one version that read
+different documents never publish a mixture.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
-from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, Warehouse
+from rag_eval_pipeline.core.version_tables import VersionTables, differences, snapshot_problems, table_digest
+from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, SYNTHESIS_TABLES, Warehouse
 
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
 CONTENT_COLUMNS = ("qa_id", "question", "ground_truth", "gold_chunk_ids", "question_type")
@@ -31,6 +39,14 @@ CHANGES = ("added", "removed", "edited")
 
 class GoldenSetImmutable(ValueError):
     """A published golden set was about to be replaced by different content."""
+
+
+class PublishedVersionImmutable(GoldenSetImmutable):
+    """A table a published golden set was built from was about to be replaced by different content."""
+
+
+class MixedSnapshot(ValueError):
+    """A golden set whose tables are not one snapshot (other runs wrote some of them): not published."""
 
 
 @dataclass(frozen=True)
@@ -132,13 +148,20 @@ def publish(
 ) -> Manifest:
     """Write the manifest of a first publication; the same content again is a no-op; other content raises.
 
-    Call it once the table is written and checked: the manifest is what makes the version visible. The
-    manifest is a compare-and-set: of two publishers of one version at the same time, the first keeps it
-    and the other gets GoldenSetImmutable (unless both publish the same content).
+    Call it once the table is written and checked: the manifest is what makes the version visible. It
+    holds the version's lock, so no table of the version is written between its checks and the manifest.
+    The manifest is also a compare-and-set: of two publishers of one version at the same time, the first
+    keeps it and the other gets GoldenSetImmutable (unless both publish the same content).
     """
     if not len(golden):
         raise ValueError(f"the golden set of {tenant}/{version} has no items: a golden set without items is never "
                          "published (nothing could be audited on it)")
+    with warehouse.version_lock(tenant, version):
+        return _publish(warehouse, tenant, version, golden, source, parent_version)
+
+
+def _publish(warehouse, tenant: str, version: str, golden: pd.DataFrame, source: str,
+             parent_version: str | None) -> Manifest:
     digest = check_publishable(warehouse, tenant, version, golden)
     existing = read_manifest(warehouse, tenant, version)
     if existing is not None:
@@ -164,6 +187,51 @@ def publish(
             + f"; this content hashes to {digest[:12]} and was not published: use another version"
         )
     return published
+
+
+def publish_snapshot(tables: VersionTables, tenant: str, version: str, golden: pd.DataFrame,
+                     checked: dict[str, str], table_names: tuple[str, ...] = SYNTHESIS_TABLES) -> Manifest:
+    """Publish a synthesized golden set when it and the tables it was built from (`table_names`) are one
+    snapshot; MixedSnapshot (nothing published) when they are not.
+
+    Under the version's lock, which every write of the version's tables takes: what is verified here is
+    what the manifest publishes. `checked` (table -> table_digest) names the tables the caller's checks
+    read, which must still be the stored ones. A published version is left as publish() leaves it.
+    """
+    with tables.version_lock(tenant, version):
+        if read_manifest(tables.results, tenant, version) is None:
+            stored = {name: tables.read_if_stored(tenant, version, name) for name in table_names}
+            problems = snapshot_problems(stored)
+            problems += [f"{name} changed after the check read it" for name, digest in sorted(checked.items())
+                         if stored.get(name) is not None and table_digest(stored[name]) != digest]
+            if problems:
+                raise MixedSnapshot(
+                    f"{tenant}/{version} is not published: its tables are not one snapshot ({'; '.join(problems)}); "
+                    "another run wrote some of them, or a run stopped half way: run the synthesis job again to publish it"
+                )
+        return _publish(tables.results, tenant, version, golden, "synthesis", None)
+
+
+def must_write(tables: VersionTables, tenant: str, version: str, name: str, frame: pd.DataFrame) -> bool:
+    """Whether a table of the version is to be written; call it under the version's lock.
+
+    True while the version is unpublished. Once it is published, every table it was built from is
+    immutable: False when the stored table is this one already (a re-run of unchanged documents: nothing
+    to write), PublishedVersionImmutable when it is not.
+    """
+    manifest = read_manifest(tables.results, tenant, version)
+    if manifest is None:
+        return True
+    stored = tables.read_if_stored(tenant, version, name)
+    changes = ["the published version has no such table"] if stored is None else differences(stored, frame)
+    if not changes:
+        return False
+    raise PublishedVersionImmutable(
+        f"{tenant}/{version} is published (golden set {manifest.content_hash[:12]}, {manifest.published_at}) and "
+        f"nothing it was built from may change, but this run's {name} table is not the published one "
+        f"({'; '.join(changes[:3])}); nothing was written. Re-synthesis makes a new version: "
+        f"`rag-eval register --tenant {tenant} --version <new>`, then run it"
+    )
 
 
 def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:

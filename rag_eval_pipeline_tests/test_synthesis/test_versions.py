@@ -21,16 +21,22 @@ from rag_eval_pipeline.synthesis.versions import (
     MANIFEST_FILE,
     GoldenSetImmutable,
     GoldenSetUnpublished,
+    MixedSnapshot,
+    PublishedVersionImmutable,
     check_publishable,
     content_hash,
     diff_summary,
     diff_versions,
     latest_version,
+    must_write,
     publish,
+    publish_snapshot,
     read_manifest,
     require_published,
 )
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, stamped, table_digest
+from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
+from rag_eval_pipeline_tests.test_version_tables import _probe
 from rag_eval_pipeline_tests.synthesis_items import item_from
 
 CHUNKS = {
@@ -350,3 +356,93 @@ def test_the_same_content_published_twice_at_once_is_one_publication(golden, war
     raced.write("acme", "v1", "golden_set", golden)
 
     assert publish(raced, "acme", "v1", golden) == first == read_manifest(warehouse, "acme", "v1")
+
+
+# ---- everything a published golden set was built from ------------------------------------------
+
+SNAPSHOT_TABLES = ("raw_documents", "document_chunks", "golden_set")
+DOCUMENTS = pd.DataFrame({"doc_id": ["retention.md", "travel.md"], "content_hash": ["h1", "h2"]})
+CHUNK_TABLE = pd.DataFrame({"chunk_id": list(CHUNKS), "text": list(CHUNKS.values())})
+
+
+def _write_run(warehouse, run_id, documents=DOCUMENTS, chunks=CHUNK_TABLE, golden=None, version="v1") -> dict:
+    """What one synthesis run writes, each table stamped with the stored tables it was built from."""
+    written = {}
+    for name, frame, inputs in (("raw_documents", documents, ()), ("document_chunks", chunks, ("raw_documents",)),
+                                ("golden_set", golden, ("document_chunks",))):
+        if frame is None:
+            continue
+        lineage = Lineage(name, run_id, {source: table_digest(warehouse.read("acme", version, source)) for source in inputs})
+        warehouse.write("acme", version, name, stamped(frame, lineage))
+        written[name] = frame
+    return written
+
+
+def _checked(warehouse, version="v1") -> dict[str, str]:
+    return {"golden_set": table_digest(warehouse.read("acme", version, "golden_set"))}
+
+
+def test_a_published_version_keeps_every_table_it_was_built_from(golden, warehouse):
+    tables = VersionTables(warehouse, warehouse)
+    _write_run(warehouse, "r1", golden=golden)
+    assert must_write(tables, "acme", "v1", "raw_documents", DOCUMENTS.iloc[:1])  # unpublished: anything goes
+    manifest = publish_snapshot(tables, "acme", "v1", golden, _checked(warehouse), SNAPSHOT_TABLES)
+
+    assert must_write(tables, "acme", "v1", "raw_documents", DOCUMENTS.copy()) is False  # the same: nothing to write
+    with pytest.raises(PublishedVersionImmutable) as refused:
+        must_write(tables, "acme", "v1", "raw_documents", DOCUMENTS.iloc[:1])
+    message = str(refused.value)
+    assert isinstance(refused.value, GoldenSetImmutable) and "\n" not in message
+    assert message.startswith(f"acme/v1 is published (golden set {manifest.content_hash[:12]}")
+    assert "this run's raw_documents table is not the published one (1 rows instead of 2)" in message
+    assert "`rag-eval register --tenant acme --version <new>`" in message
+    with pytest.raises(PublishedVersionImmutable, match="has no such table"):
+        must_write(tables, "acme", "v1", "chunk_clusters", CHUNK_TABLE)
+    assert must_write(tables, "acme", "v2", "raw_documents", DOCUMENTS.iloc[:1])  # another version is free
+
+
+def test_a_mixture_of_two_runs_is_not_published_and_the_next_whole_run_is(golden, warehouse):
+    tables = VersionTables(warehouse, warehouse)
+    _write_run(warehouse, "r1", golden=golden)
+    _write_run(warehouse, "r2", documents=DOCUMENTS.iloc[:1], chunks=None)  # another run read one document less
+
+    with pytest.raises(MixedSnapshot) as refused:
+        publish_snapshot(tables, "acme", "v1", golden, _checked(warehouse), SNAPSHOT_TABLES)
+    assert str(refused.value) == (
+        "acme/v1 is not published: its tables are not one snapshot (document_chunks (run r1) was built from another "
+        "raw_documents than the stored one); another run wrote some of them, or a run stopped half way: run the "
+        "synthesis job again to publish it")
+    assert read_manifest(warehouse, "acme", "v1") is None
+
+    _write_run(warehouse, "r2", documents=DOCUMENTS.iloc[:1], golden=golden)  # the next run, whole
+    assert publish_snapshot(tables, "acme", "v1", golden, _checked(warehouse), SNAPSHOT_TABLES).n_items == len(golden)
+
+
+def test_a_golden_set_rewritten_after_its_check_read_it_is_not_published(golden, warehouse):
+    tables = VersionTables(warehouse, warehouse)
+    _write_run(warehouse, "r1", golden=golden)
+    checked = _checked(warehouse)
+    _write_run(warehouse, "r1", golden=golden.iloc[:2])  # between the check's read and the publication
+    with pytest.raises(MixedSnapshot, match="golden_set changed after the check read it"):
+        publish_snapshot(tables, "acme", "v1", golden, checked, SNAPSHOT_TABLES)
+
+
+class _ProbingStore:
+    """The warehouse, asking another process for the version's lock at every table read."""
+
+    def __init__(self, warehouse):
+        self.warehouse, self.seen = warehouse, []
+
+    def read(self, tenant, version, name):
+        self.seen.append(_probe(self.warehouse.partition_dir(tenant, version) / VERSION_LOCK_FILE))
+        return self.warehouse.read(tenant, version, name)
+
+
+def test_no_write_can_slip_in_between_the_snapshot_check_and_the_manifest(golden, warehouse):
+    _write_run(warehouse, "r1", golden=golden)
+    probing = _ProbingStore(warehouse)
+    publish_snapshot(VersionTables(warehouse, probing), "acme", "v1", golden, _checked(warehouse), SNAPSHOT_TABLES)
+
+    assert probing.seen == ["held"] * 3  # every table read for the check, and on to the manifest, under the lock
+    assert read_manifest(warehouse, "acme", "v1") is not None
+    assert _probe(warehouse.partition_dir("acme", "v1") / VERSION_LOCK_FILE) == "free"

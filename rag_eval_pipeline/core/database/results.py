@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePath, PurePosixPath
 
 import pandas as pd
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import OperationalError
 
 from rag_eval_pipeline.core.database import schema
 from rag_eval_pipeline.core.database.connection import ResultsDatabase
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
-from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, StoredReport
+from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
+_LOCAL = threading.local()  # the version locks this thread holds
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:
@@ -90,6 +95,29 @@ class DatabaseStore:
         with self.db.tenant(tenant) as connection:
             connection.execute(pg_insert(schema.golden_manifests).values(**row).on_conflict_do_nothing())
         return self.text_location(tenant, version, filename)
+
+    @contextmanager
+    def version_lock(self, tenant: str, version: str) -> Iterator[None]:
+        """Hold the version's lock, as the local warehouse's file lock does: a transaction-scoped advisory
+        lock on a connection of its own (exclusive across processes and machines, released when the block
+        ends however it ends, or when the holder's connection dies), reentrant in one thread."""
+        key = f"rag_eval.version.{validate_name('tenant', tenant)}/{validate_name('dataset version', version)}"
+        held = _held_version_locks()
+        if key in held:
+            yield
+            return
+        with self.db.engine.connect() as connection, connection.begin():
+            connection.execute(text(f"set local lock_timeout = '{int(VERSION_LOCK_TIMEOUT_S)}s'"))
+            try:
+                connection.execute(text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key})
+            except OperationalError as error:
+                raise TimeoutError(f"{tenant}/{version} stayed locked by another run for "
+                                   f"{VERSION_LOCK_TIMEOUT_S:.0f} s: re-run when it has finished") from error
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
 
     def manifest_texts(self, tenant: str) -> dict[str, str]:
         """{version: manifest JSON} of every published version of the tenant."""
@@ -227,6 +255,12 @@ def _scores_written(connection, version: str, run_id: str, commit: str | None) -
         table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == SCORES_TABLE,
         *of_commit,
     )).scalar_one() > 0
+
+
+def _held_version_locks() -> set[str]:
+    if not hasattr(_LOCAL, "versions"):
+        _LOCAL.versions = set()
+    return _LOCAL.versions
 
 
 def _only_manifest(filename: str) -> None:
