@@ -147,7 +147,10 @@ def stop_run(instance: DagsterInstance, run_id: str, grace_s: float, by: str, fo
     if run.status in FINISHED_STATUSES:
         return Ending(run.status, f"it had already ended ({run.status.value.lower()})")
     was_queued = run.status == DagsterRunStatus.QUEUED
-    instance.run_coordinator.cancel_run(run_id)  # from the queue; or its launcher is asked to stop it
+    try:
+        instance.run_coordinator.cancel_run(run_id)  # from the queue; or its launcher is asked to stop it
+    except Exception as error:  # e.g. a launcher that cannot reach its workers: the run's records still decide
+        instance.report_engine_event(f"Cancel request by {by} failed: {type(error).__name__}: {error}", run)
     run = instance.get_run_by_id(run_id)
     if run.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):  # not every launcher says so itself
         instance.report_run_canceling(run, message=f"Cancel requested by {by}.")

@@ -105,13 +105,19 @@ def give_up(instance: DagsterInstance, run_id: str, stale_after_s: float, queue:
     waits for), and say what became of it: only what its records show. It waits up to the stale limit, so
     a run whose worker is gone is found dead by its heartbeat before the command ends."""
     from dagster import DagsterRunStatus
+    from dagster._core.storage.dagster_run import FINISHED_STATUSES
 
-    from rag_eval_pipeline.automation.run_health import stop_run
+    from rag_eval_pipeline.automation.run_health import TENANT_TAG, stop_run
 
-    queued = instance.get_run_by_id(run_id).status == DagsterRunStatus.QUEUED
+    run = instance.get_run_by_id(run_id)
     ending = stop_run(instance, run_id, stale_after_s, by="rag-eval (its wait timed out)",
                       stale_after_s=stale_after_s)
-    hint = f"; are workers serving {queue}?" if queued else ""
+    if run.status == DagsterRunStatus.QUEUED:
+        hint = f"; are workers serving {queue}?"
+    elif ending.status not in FINISHED_STATUSES:
+        hint = f"; `rag-eval runs clear --tenant {run.tags.get(TENANT_TAG)} --run {run_id} --force` stops it"
+    else:
+        hint = ""
     return f"{ending.message} (status {ending.status.value}){hint}"
 
 

@@ -52,12 +52,7 @@ def stuck(tenant: str) -> int:
         return OK
     now = time.time()
     for run in found:
-        executor, verdict = run.verdict.executor, run.verdict
-        process = f"pid {executor.pid} on {executor.host}" if executor else "no liveness record"
-        beat = f"heartbeat {verdict.heartbeat_age_s:.0f} s ago" if verdict.heartbeat_age_s is not None else "no heartbeat"
-        state = "DEAD" if verdict.dead else "alive" if executor else "unknown"
-        click.echo(f"{run.run_id}  {run.record.dagster_run.job_name}  {run.status.value} for {now - run.since:.0f} s  "
-                   f"{process}  {beat}  {state}: {verdict.reason}")
+        click.echo(_describe(run, now))
     dead = sum(run.verdict.dead for run in found)
     if dead:
         click.echo(f"{dead} dead: `rag-eval runs clear --tenant {tenant}` marks {'it' if dead == 1 else 'them'} failed")
@@ -93,6 +88,17 @@ def clear(tenant: str, run_id: str | None, force: bool) -> int:
             click.echo(f"left run {run.run_id} ({run.status.value}): {run.verdict.reason}"
                        + ("" if run.status.value == "QUEUED" else f"; `--run {run.run_id} --force` stops it anyway"))
     return OK
+
+
+def _describe(run, now: float) -> str:
+    """One line: id, job, status and for how long, its process, its last heartbeat, and the verdict with why."""
+    executor, verdict = run.verdict.executor, run.verdict
+    queued = run.status.value == "QUEUED"
+    process = f"pid {executor.pid} on {executor.host}" if executor else "not started" if queued else "no liveness record"
+    beat = f"heartbeat {verdict.heartbeat_age_s:.0f} s ago" if verdict.heartbeat_age_s is not None else "no heartbeat"
+    state = "DEAD" if verdict.dead else "waiting" if queued else "alive" if executor else "unknown"
+    return (f"{run.run_id}  {run.record.dagster_run.job_name}  {run.status.value} for {now - run.since:.0f} s  "
+            f"{process}  {beat}  {state}: {verdict.reason}")
 
 
 def _not_found(instance, tenant: str, run_id: str) -> str:

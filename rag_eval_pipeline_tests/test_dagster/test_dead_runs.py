@@ -138,14 +138,22 @@ def test_the_sensor_marks_a_killed_gates_run_failed(gate_env):
     assert "Marked failed by dead_run_sensor" in _failure_message(gate_env, run_id)
 
 
-def test_the_next_gate_of_the_tenant_clears_a_killed_one_first(gate_env):
+def test_the_next_gate_of_the_tenant_clears_a_killed_one_first(gate_env, tmp_path):
     with hanging_gate(gate_env, "c-first") as (gate, run_id):
         _kill(gate)
-    nxt = _rag_eval(gate_env, "gate", "--tenant", "acme", "--candidate", "c-next",
-                    "--entry", "rag_eval_pipeline_tests.candidates:i_do_not_know")
-    assert nxt.returncode in (0, 1), nxt.stderr  # a verdict, whichever
-    assert f"marked run {run_id} of acme failed: its process (pid {gate.pid} on" in nxt.stderr
-    assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
+    with tenant_queue(gate_env, tmp_path) as queue:
+        waiting = queue.submit("acme", "v1")
+        queue.dequeue_once()
+        assert queue.status(waiting) == DagsterRunStatus.QUEUED
+
+        nxt = _rag_eval(gate_env, "gate", "--tenant", "acme", "--candidate", "c-next",
+                        "--entry", "rag_eval_pipeline_tests.candidates:i_do_not_know")
+        assert nxt.returncode in (0, 1), nxt.stderr  # a verdict, whichever
+        assert f"marked run {run_id} of acme failed: its process (pid {gate.pid} on" in nxt.stderr
+        assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
+
+        queue.dequeue_once()  # the next gate's own run has ended too: acme's slot is free
+        assert queue.status(waiting) == DagsterRunStatus.STARTING
 
 
 def test_elsewhere_only_a_stale_heartbeat_makes_a_run_dead(gate_env):
