@@ -190,3 +190,20 @@ def _until_dead(instance, here: str, timeout_s: float = 300.0) -> liveness.Verdi
             return run.verdict
         assert time.monotonic() < deadline, f"still not dead after {timeout_s:.0f} s: {run.verdict.reason}"
         time.sleep(1)
+
+
+def test_a_run_that_looks_alive_is_cleared_only_when_named_and_forced(gate_env):
+    unnamed = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--force")
+    assert unnamed.returncode == 2 and "error: --force stops a run that may be alive: name it with --run" in unnamed.stderr
+    unknown = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", "no-such-run")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: no run no-such-run in this Dagster instance")
+    with hanging_gate(gate_env, "c-forced") as (gate, run_id):
+        other_tenant = _rag_eval(gate_env, "runs", "clear", "--tenant", "globex", "--run", run_id, "--force")
+        assert other_tenant.returncode == 2 and f"run {run_id} is not a run of globex" in other_tenant.stderr
+        forced = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", run_id, "--force")
+        assert forced.returncode == 0, forced.stderr
+        # An in-process run cannot be reached by a cancel request: the message says it may still run.
+        assert f"run {run_id}: it did not end within 30 s of the cancel request (its process (pid {gate.pid} on" \
+            in forced.stdout and "marked it failed; its process may still be running (status FAILURE)" in forced.stdout
+        assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
+        assert "cleared with --force" in _failure_message(gate_env, run_id)
