@@ -17,7 +17,7 @@ from rag_eval_pipeline.cli.options import settings
 FORCE_GRACE_S = 30.0  # how long `clear --force` waits for a canceled run to end before marking it failed
 
 
-@click.group(help="a tenant's queued and running runs, and clearing those whose process is gone")
+@click.group(help="list a tenant's runs in progress; clear those whose process is gone")
 def runs() -> None:
     pass
 
