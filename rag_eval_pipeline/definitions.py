@@ -8,6 +8,7 @@ from dagster import Definitions, EnvVar, in_process_executor
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.defaults import EMBEDDING_CACHE_FILE
 from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synthesis_job
+from rag_eval_pipeline.automation.run_health import dead_run_sensor
 from rag_eval_pipeline.automation.schedules import SCHEDULES
 from rag_eval_pipeline.automation.sensors import SENSORS
 from rag_eval_pipeline.evaluation import definitions as evaluation
@@ -16,10 +17,12 @@ from rag_eval_pipeline.reporting import definitions as reporting
 from rag_eval_pipeline.resources import (
     DocumentsResource,
     EmbedderResource,
+    RunLivenessResource,
     WarehouseIOManager,
     WarehouseResource,
 )
 from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY
 from rag_eval_pipeline.resources.production import ProductionIOManager
 from rag_eval_pipeline.synthesis import definitions as synthesis
 
@@ -40,6 +43,7 @@ def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
         "judge": JudgeResource.from_settings(
             settings.load().judge, embedder, str(Path(warehouse_root) / settings.JUDGE_CACHE_FILE)
         ),
+        RUN_LIVENESS_KEY: RunLivenessResource(),
     }
 
 
@@ -63,6 +67,7 @@ def production_resources(current: settings.Settings) -> dict:
         "documents": DocumentsResource(root=str(current.documents_root)),
         "embedder": embedder,
         "judge": JudgeResource.from_settings(current.judge, embedder, judge_cache),
+        RUN_LIVENESS_KEY: RunLivenessResource(),
     }
 
 
@@ -73,7 +78,7 @@ def build_definitions() -> Definitions:
         *DOMAINS,
         Definitions(
             jobs=[full_pipeline_job, synthesis_job, audit_job],
-            sensors=SENSORS,
+            sensors=[*SENSORS, dead_run_sensor],
             schedules=SCHEDULES,
             resources=production_resources(current) if current.production.enabled
             else local_resources(current.documents_root, current.warehouse_root),

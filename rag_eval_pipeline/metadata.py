@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+
 import pandas as pd
 from dagster import AssetOut, MetadataValue, asset, multi_asset
 
 from rag_eval_pipeline.partitions import tenant_version_partitions
+from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY
 
 PREVIEW_ROWS = 10
 PREVIEW_CELL_CHARS = 80
@@ -31,14 +35,24 @@ def _short(value) -> str:
 KINDS = {"pandas", "parquet"}
 
 
+def _keeps_its_run_alive(fn: Callable) -> Callable:
+    """Every lineage step takes the run_liveness resource (resources/liveness.py), so every lineage run records
+    who executes it and beats a heartbeat. A parameter, not required_resource_keys: Dagster refuses both at once."""
+    if RUN_LIVENESS_KEY not in inspect.signature(fn).parameters:
+        raise TypeError(f"lineage step {fn.__name__} must take `{RUN_LIVENESS_KEY}: RunLivenessResource`: without it "
+                        "a run of only this step records no liveness, and a dead one would hold its tenant's queue")
+    return fn
+
+
 def lineage_asset(group_name: str, description: str):
     """An asset of the evaluation lineage: partitioned by (tenant, dataset_version), stored as Parquet."""
-    return asset(
+    decorate = asset(
         partitions_def=tenant_version_partitions,
         group_name=group_name,
         kinds=KINDS,
         description=description,
     )
+    return lambda fn: decorate(_keeps_its_run_alive(fn))
 
 
 def lineage_table(description: str) -> AssetOut:
@@ -51,10 +65,11 @@ def lineage_multi_asset(name: str, group_name: str, outs: dict[str, AssetOut], *
 
     The step (op) keeps the name of its main table, so run config stays `ops: {<name>: ...}`.
     """
-    return multi_asset(
+    decorate = multi_asset(
         name=name,
         outs=outs,
         partitions_def=tenant_version_partitions,
         group_name=group_name,
         **kwargs,
     )
+    return lambda fn: decorate(_keeps_its_run_alive(fn))

@@ -66,6 +66,8 @@ PRODUCTION_VARIABLES = {
     "cache_url": "RAG_EVAL_CACHE_URL",  # redis://host:port/db, shared by every worker
     "run_timeout_s": "RAG_EVAL_RUN_TIMEOUT_S",  # how long `rag-eval` waits for a run on a worker
 }
+# How long a run elsewhere may go without a heartbeat before it is called dead (automation/liveness.py).
+RUN_STALE_AFTER_VARIABLE = "RAG_EVAL_RUN_STALE_AFTER_S"
 # Packages a candidate manifest may name code in (comma-separated); none by default.
 CANDIDATE_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"  # in the warehouse unless RAG_EVAL_JUDGE_CACHE moves it
@@ -141,6 +143,8 @@ class Settings(BaseModel):
     followed_branch: FollowedBranch | None = None
     candidate_modules: tuple[str, ...] = ()
     production: ProductionSettings = ProductionSettings()
+    # A run's process beats every fifth of this; a run on another machine silent for longer is dead.
+    run_stale_after_s: float = Field(default=300.0, ge=1, allow_inf_nan=False)
 
 
 def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -156,11 +160,12 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     judge.setdefault("cache", production.get("cache_url") or str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
+    runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
     try:
         return Settings(
             **locations, judge=JudgeSettings(**judge), candidate_modules=modules,
             followed_branch=FollowedBranch(**branch) if "repo" in branch else None,
-            production=ProductionSettings(**production),
+            production=ProductionSettings(**production), **runs,
         )
     except ValidationError as error:
         raise SettingsError("; ".join(_problem(problem) for problem in error.errors())) from None
@@ -175,7 +180,8 @@ def _problem(problem: dict) -> str:
     if problem["type"] == "value_error":
         return str(problem["ctx"]["error"])  # names its variables; the values may hold passwords
     field = str(problem["loc"][-1])
-    variable = JUDGE_VARIABLES.get(field) or PRODUCTION_VARIABLES.get(field) or LOCATIONS.get(field, (field,))[0]
+    variable = (JUDGE_VARIABLES.get(field) or PRODUCTION_VARIABLES.get(field)
+                or {"run_stale_after_s": RUN_STALE_AFTER_VARIABLE}.get(field) or LOCATIONS.get(field, (field,))[0])
     context = problem.get("ctx") or {}
     wanted = {
         "int_parsing": "must be an integer",

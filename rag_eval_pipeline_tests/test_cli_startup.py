@@ -31,7 +31,8 @@ def _probe(*argvs: list[str], env: dict | None = None) -> dict:
 
 def test_the_help_of_every_command_imports_nothing_heavy():
     commands = [["--help"], ["gate", "--help"], ["run", "--help"], ["evaluate", "--help"], ["synthesize", "--help"],
-                ["review", "import", "--help"], ["baseline", "promote", "--help"], ["diff", "--help"]]
+                ["review", "import", "--help"], ["baseline", "promote", "--help"], ["diff", "--help"],
+                ["runs", "stuck", "--help"], ["runs", "clear", "--help"]]
     result = _probe(*commands)
     assert result == {"codes": [0] * len(commands), "heavy": []}
 

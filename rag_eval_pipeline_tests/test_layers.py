@@ -21,7 +21,7 @@ DAGSTER_PATHS = {
     "evaluation/assets.py", "evaluation/definitions.py",
     "reporting/assets.py", "reporting/checks.py", "reporting/definitions.py",
     "automation/jobs.py", "automation/run_config.py", "automation/schedules.py", "automation/sensors.py",
-    "automation/submission.py",
+    "automation/submission.py", "automation/run_health.py",
 }
 DAGSTER_PACKAGES = {"resources", "cli"}
 

@@ -53,6 +53,8 @@ def test_the_environment_moves_each_location_and_sets_the_judge(tmp_path):
     ("RAG_EVAL_JUDGE_TIMEOUT_S", "inf", "RAG_EVAL_JUDGE_TIMEOUT_S must be a finite number, got 'inf'"),
     ("RAG_EVAL_JUDGE_MODE", "chatty", "RAG_EVAL_JUDGE_MODE must be one of 'decomposed' or 'fused', got 'chatty'"),
     ("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json", "RAG_EVAL_JUDGE_RESPONSE_FORMAT must be one of 'json_schema' or"),
+    ("RAG_EVAL_RUN_STALE_AFTER_S", "0", "RAG_EVAL_RUN_STALE_AFTER_S must be at least 1"),
+    ("RAG_EVAL_RUN_STALE_AFTER_S", "soon", "RAG_EVAL_RUN_STALE_AFTER_S must be a number, got 'soon'"),
 ])
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value, message):
     with pytest.raises(settings.SettingsError) as raised:

@@ -1,5 +1,5 @@
 """`rag-eval`: register tenants and versions, run the lineage and the demo, gate candidates, score
-and synthesize files, review golden sets, and manage baselines.
+and synthesize files, review golden sets, manage baselines, and clear runs whose process is gone.
 
 Each command imports what it needs when it runs, so `rag-eval --help` starts without Dagster,
 torch or pandas. Bad input ends in one line, `error: ...`, and exit 2 (see errors.py).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review
+from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review, runs
 
 
 @click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False,
@@ -19,7 +19,7 @@ def rag_eval() -> None:
 
 
 for command in (lineage.register, lineage.run, lineage.demo, files.evaluate, files.synthesize, lineage.gate,
-                review.diff, review.review, baseline.baseline, db.db):
+                review.diff, review.review, baseline.baseline, db.db, runs.runs):
     rag_eval.add_command(command)
 
 

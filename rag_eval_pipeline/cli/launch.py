@@ -54,6 +54,7 @@ def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit:
     submitted to the instance's queue with its tenant's queue tags and waited for."""
     from rag_eval_pipeline.automation.submission import runs_elsewhere
 
+    _clear_dead_runs(instance, partition_key)
     if runs_elsewhere(instance):
         return _submit_and_wait(instance, job_name, partition_key, commit, candidate, report)
     from rag_eval_pipeline.automation.run_config import lineage_run_config
@@ -88,14 +89,46 @@ def _submit_and_wait(instance: DagsterInstance, job_name: str, partition_key: st
     print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)
     try:
         run = submission.wait_for(instance, run_id, current.production.run_timeout_s)
-    except (KeyboardInterrupt, TimeoutError) as stopped:
+    except KeyboardInterrupt:
         # A run left queued would still run later, and might promote a baseline nobody waits for.
         instance.run_coordinator.cancel_run(run_id)
-        if isinstance(stopped, KeyboardInterrupt):
-            raise
+        raise
+    except TimeoutError:
+        ending = give_up(instance, run_id, current.run_stale_after_s, tags[QUEUE_TAG])
         raise BadInput(f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
-                       f"(RAG_EVAL_RUN_TIMEOUT_S): it was canceled; are workers serving {tags[QUEUE_TAG]}?") from None
+                       f"(RAG_EVAL_RUN_TIMEOUT_S): {ending}") from None
     return classify(records_of_run(instance, run.run_id, submission.succeeded(run)), time.perf_counter() - started)
+
+
+def give_up(instance: DagsterInstance, run_id: str, stale_after_s: float, queue: str) -> str:
+    """Stop the run this command no longer waits for (left alone, it might promote a baseline nobody
+    waits for), and say what became of it: only what its records show. It waits up to the stale limit, so
+    a run whose worker is gone is found dead by its heartbeat before the command ends."""
+    from dagster import DagsterRunStatus
+    from dagster._core.storage.dagster_run import FINISHED_STATUSES
+
+    from rag_eval_pipeline.automation.run_health import TENANT_TAG, stop_run
+
+    run = instance.get_run_by_id(run_id)
+    ending = stop_run(instance, run_id, stale_after_s, by="rag-eval (its wait timed out)",
+                      stale_after_s=stale_after_s)
+    if run.status == DagsterRunStatus.QUEUED:
+        hint = f"; are workers serving {queue}?"
+    elif ending.status not in FINISHED_STATUSES:
+        hint = f"; `rag-eval runs clear --tenant {run.tags.get(TENANT_TAG)} --run {run_id} --force` stops it"
+    else:
+        hint = ""
+    return f"{ending.message} (status {ending.status.value}){hint}"
+
+
+def _clear_dead_runs(instance: DagsterInstance, partition_key: str) -> None:
+    """Runs of the tenant whose process is gone are marked failed first, so they free its run slot."""
+    from rag_eval_pipeline.automation.run_health import clear_dead
+    from rag_eval_pipeline.partitions import split_key
+
+    tenant = split_key(partition_key)[0]
+    for run in clear_dead(instance, by=f"rag-eval (before a run of {tenant})", tenant=tenant):
+        print(f"marked run {run.run_id} of {tenant} failed: {run.verdict.reason}", file=sys.stderr, flush=True)
 
 
 def _require_shared_storage(production, candidate) -> None:

@@ -24,7 +24,7 @@ from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
+from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
 from rag_eval_pipeline.synthesis.versions import require_published
 from rag_eval_pipeline.core.warehouse import audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
@@ -55,6 +55,7 @@ def candidate_outputs(
     config: CandidateSettings,
     embedder: EmbedderResource,
     warehouse: WarehouseResource,
+    run_liveness: RunLivenessResource,
     golden_set: pd.DataFrame,
     document_chunks: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
@@ -107,6 +108,7 @@ def metric_scores(
     config: ScoringSettings,
     judge: JudgeResource,
     embedder: EmbedderResource,
+    run_liveness: RunLivenessResource,
     golden_set: pd.DataFrame,
     candidate_outputs: pd.DataFrame,
 ) -> Output[pd.DataFrame]:

@@ -9,7 +9,7 @@ from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingConfig, chunk_docum
 from rag_eval_pipeline.ingest.parsing import Document, read_documents
 from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.resources import DocumentsResource
+from rag_eval_pipeline.resources import DocumentsResource, RunLivenessResource
 
 CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
 REJECTION_COLUMNS = ["path", "reason"]
@@ -33,7 +33,7 @@ DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars"
         ),
     },
 )
-def raw_documents(context: AssetExecutionContext, documents: DocumentsResource):
+def raw_documents(context: AssetExecutionContext, documents: DocumentsResource, run_liveness: RunLivenessResource):
     tenant, _ = split_key(context.partition_key)
     result = read_documents(documents.folder_for(tenant))
     frame = pd.DataFrame([_document_row(d) for d in result.documents], columns=DOCUMENT_COLUMNS)
@@ -76,7 +76,8 @@ class ChunkingSettings(Config):
     "ingestion",
     "Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
 )
-def document_chunks(config: ChunkingSettings, raw_documents: pd.DataFrame) -> Output[pd.DataFrame]:
+def document_chunks(config: ChunkingSettings, run_liveness: RunLivenessResource,
+                    raw_documents: pd.DataFrame) -> Output[pd.DataFrame]:
     settings = ChunkingConfig(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)
     chunks = [
         asdict(chunk)

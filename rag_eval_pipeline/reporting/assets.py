@@ -27,7 +27,7 @@ from rag_eval_pipeline.reporting.compare import (
     scoring_identity,
 )
 from rag_eval_pipeline.reporting.report import Audit, Outcome, build_report, judges_of
-from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
+from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
 from rag_eval_pipeline.core.warehouse import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
@@ -84,6 +84,7 @@ def regression_report(
     warehouse: WarehouseResource,
     judge: JudgeResource,
     embedder: EmbedderResource,
+    run_liveness: RunLivenessResource,
     metric_scores: pd.DataFrame,
     golden_set: pd.DataFrame,
     candidate_outputs: pd.DataFrame,

@@ -3,6 +3,10 @@
 from rag_eval_pipeline.resources.documents import DocumentsResource
 from rag_eval_pipeline.resources.embedder import EmbedderResource
 from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.resources.liveness import RunLivenessResource
 from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
 
-__all__ = ["DocumentsResource", "EmbedderResource", "JudgeResource", "WarehouseIOManager", "WarehouseResource"]
+__all__ = [
+    "DocumentsResource", "EmbedderResource", "JudgeResource", "RunLivenessResource", "WarehouseIOManager",
+    "WarehouseResource",
+]

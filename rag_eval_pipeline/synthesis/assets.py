@@ -7,7 +7,7 @@ from pydantic import Field
 from rag_eval_pipeline.core.defaults import GeneratorKind
 from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, WarehouseResource
+from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
 from rag_eval_pipeline.synthesis import pipeline
 from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX
 from rag_eval_pipeline.synthesis.verification import VerificationSettings
@@ -23,7 +23,8 @@ REJECTION_PREVIEW = ["qa_id", "question_type", "stage", "reason"]
     "each cluster labelled with its top terms, and each chunk's information score and test-node rank (the "
     "order questions are written from). The run log shows embedding progress and each later phase.",
 )
-def chunk_clusters(context: AssetExecutionContext, embedder: EmbedderResource, document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
+def chunk_clusters(context: AssetExecutionContext, embedder: EmbedderResource, run_liveness: RunLivenessResource,
+                   document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
     model = embedder.get()
     hits_before, misses_before = model.cache_hits, model.cache_misses
     frame = pipeline.test_nodes(document_chunks, model, log=context.log)
@@ -82,6 +83,7 @@ def synthetic_qa(
     context: AssetExecutionContext,
     config: SynthesisSettings,
     judge: JudgeResource,
+    run_liveness: RunLivenessResource,
     raw_documents: pd.DataFrame,
     document_chunks: pd.DataFrame,
     chunk_clusters: pd.DataFrame,
@@ -146,6 +148,7 @@ def golden_set(
     judge: JudgeResource,
     embedder: EmbedderResource,
     warehouse: WarehouseResource,
+    run_liveness: RunLivenessResource,
     synthetic_qa: pd.DataFrame,
     generation_failures: pd.DataFrame,
     generation_plan: pd.DataFrame,

@@ -3,7 +3,8 @@
 Each run records where and when it ran (pid, working directory, TMPDIR, start and end times) as one
 JSON file in $RAG_EVAL_CELERY_TEST_RECORDS, written then renamed. A run tagged `rag_eval_test/hold`
 first writes a `<run_id>.started` file, leaves a half-written record beside it, and waits until the
-test kills its worker (or 120 s pass), so a test can kill a worker mid-run.
+test kills its worker (or 120 s pass), so a test can kill a worker mid-run. Like every lineage step it
+takes the run_liveness resource, so its runs record who executes them and beat a heartbeat.
 """
 
 import json
@@ -16,6 +17,7 @@ from dagster import AssetExecutionContext, Definitions, asset, define_asset_job
 
 from rag_eval_pipeline.core.files import atomic_write_text
 from rag_eval_pipeline.partitions import TENANT_DIM, tenant_version_partitions
+from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY, RunLivenessResource
 from rag_eval_pipeline_tests.support.celery_workers import RECORDS_VARIABLE
 
 HOLD_TAG = "rag_eval_test/hold"
@@ -24,7 +26,7 @@ HOLD_SECONDS = 120.0
 
 
 @asset(partitions_def=tenant_version_partitions)
-def celery_probe(context: AssetExecutionContext) -> None:
+def celery_probe(context: AssetExecutionContext, run_liveness: RunLivenessResource) -> None:
     started = time.time()
     records = Path(os.environ[RECORDS_VARIABLE])
     run_id = context.run.run_id
@@ -57,4 +59,4 @@ def _hold(records: Path, record: dict) -> None:
 # config (queues.IN_PROCESS_RUN_CONFIG), so the step runs in the worker's pool process.
 celery_probe_job = define_asset_job("celery_probe_job", selection=[celery_probe])
 
-defs = Definitions(assets=[celery_probe], jobs=[celery_probe_job])
+defs = Definitions(assets=[celery_probe], jobs=[celery_probe_job], resources={RUN_LIVENESS_KEY: RunLivenessResource()})

@@ -13,14 +13,18 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 from dagster._core.launcher import WorkerStatus
+from dagster._core.storage.dagster_run import FINISHED_STATUSES
 
-from rag_eval_pipeline.automation import queues
+from rag_eval_pipeline.automation import queues, submission
+from rag_eval_pipeline.automation.run_health import clear_dead, examine
+from rag_eval_pipeline.cli.launch import give_up
 from rag_eval_pipeline_tests.support.celery_workers import TIER_ENV, submit_run, wait_for_runs
 from rag_eval_pipeline_tests.test_celery.celery_job import HOLD_TAG
+from rag_eval_pipeline_tests.test_celery.conftest import STALE_AFTER_S
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres, pytest.mark.celery]
 
-MAX_RUNTIME_TAG = "dagster/max_runtime"
+ELSEWHERE = "another-machine"  # a judge's machine where no pid of this one means anything: only heartbeats count
 
 
 def _submit(cluster_dagster, tenant: str, run_config=queues.IN_PROCESS_RUN_CONFIG, **extra_tags: str) -> str:
@@ -128,21 +132,85 @@ def test_run_fails_when_its_process_is_killed(cluster, cluster_dagster):
 
 def test_run_fails_when_its_whole_worker_is_killed(cluster, cluster_dagster):
     """SIGKILL to a whole worker (a lost machine): its Celery task stays STARTED, which run monitoring
-    cannot tell from a long run, so the run fails when it passes its maximum runtime; it is not re-run
-    on the other worker."""
+    cannot tell from a long run (it would fail the run only at the 6-hour maximum runtime). The run's
+    heartbeat stops with it: a judge on another machine (the daemon's dead_run_sensor, a `rag-eval`) marks
+    it failed once the heartbeat is older than the stale limit. It is not re-run on the other worker."""
     instance = cluster_dagster
-    run_id = _submit(cluster_dagster, "zeta", **{HOLD_TAG: "1", MAX_RUNTIME_TAG: "6"})
+    run_id = _submit(cluster_dagster, "zeta", **{HOLD_TAG: "1"})
     started = _wait_for_file(cluster.records / f"{run_id}.started")
     worker = cluster.worker_of(started)
     try:
+        (alive,) = examine(instance, "zeta", here=ELSEWHERE, stale_after_s=STALE_AFTER_S)
+        assert not alive.verdict.dead and f"pid {started['pid']}" in alive.verdict.reason
         cluster.workers[worker].kill()
+        cleared = _clear_when_dead(instance, "zeta")
+        assert cleared.run_id == run_id and cleared.verdict.heartbeat_age_s > STALE_AFTER_S
         run = wait_for_runs(instance, [run_id])[run_id]
         assert run.dagster_run.status == DagsterRunStatus.FAILURE
-        assert "Exceeded maximum runtime of 6 seconds" in _failure_message(instance, run_id)
+        message = _failure_message(instance, run_id)
+        assert f"no heartbeat from its process (pid {started['pid']} on" in message
         assert instance.run_launcher.check_run_worker_health(run.dagster_run).status == WorkerStatus.RUNNING
         _assert_nothing_half_written_is_read(cluster, instance, run_id, started)
     finally:
         cluster.restart_worker(worker)
+
+
+def _clear_when_dead(instance, tenant: str, timeout_s: float = 180.0):
+    """What the dead-run sensor does each minute, judged from another machine, until it clears a run."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cleared = clear_dead(instance, by="a judge on another machine", tenant=tenant, here=ELSEWHERE,
+                             stale_after_s=STALE_AFTER_S)
+        if cleared:
+            (run,) = cleared
+            return run
+        assert time.monotonic() < deadline, f"no run of {tenant} found dead after {timeout_s:.0f} s"
+        time.sleep(1)
+
+
+def test_a_timed_out_wait_says_what_became_of_its_run(cluster, cluster_dagster):
+    """`rag-eval` gives up waiting (RAG_EVAL_RUN_TIMEOUT_S) on a run whose worker is lost: asked to cancel, the
+    run cannot answer, so it is marked failed, and the message says so; it never says "canceled"."""
+    instance = cluster_dagster
+    run_id = _submit(cluster_dagster, "iota", **{HOLD_TAG: "1"})
+    started = _wait_for_file(cluster.records / f"{run_id}.started")
+    worker = cluster.worker_of(started)
+    try:
+        cluster.workers[worker].kill()
+        with pytest.raises(TimeoutError):
+            submission.wait_for(instance, run_id, timeout_s=1)
+        message = give_up(instance, run_id, STALE_AFTER_S, queues.QUEUES["small"])
+        status = instance.get_run_by_id(run_id).status
+        assert status == DagsterRunStatus.FAILURE and message.endswith("(status FAILURE)")
+        assert message.startswith(f"it was asked to cancel but its process (pid {started['pid']} on")
+        assert "marked it failed" in message and "canceled" not in message
+        assert "Marked failed by rag-eval (its wait timed out)" in _failure_message(instance, run_id)
+    finally:
+        cluster.restart_worker(worker)
+
+
+def test_a_timed_out_wait_on_a_live_run_says_what_its_records_show(cluster, cluster_dagster):
+    """On a live run the cancel request reaches its worker; whatever the run's records then show (canceled,
+    failed, or still ending), the message says that, and names the same status."""
+    instance = cluster_dagster
+    run_id = _submit(cluster_dagster, "kappa", **{HOLD_TAG: "1"})
+    started = _wait_for_file(cluster.records / f"{run_id}.started")
+    with pytest.raises(TimeoutError):
+        submission.wait_for(instance, run_id, timeout_s=1)
+    message = give_up(instance, run_id, STALE_AFTER_S, queues.QUEUES["small"])
+    status = instance.get_run_by_id(run_id).status
+    print(f"after the cancel request: {message}")
+    try:
+        if status in FINISHED_STATUSES:
+            assert message.endswith(f"(status {status.value})")
+        else:  # still ending: the message says it is still going, never that it ended
+            assert "it is still" in message and "marked" not in message
+        assert ("canceled" in message) == (status == DagsterRunStatus.CANCELED)
+        assert ("failed" in message) == (status == DagsterRunStatus.FAILURE)
+    finally:
+        if status not in FINISHED_STATUSES:
+            os.kill(started["pid"], signal.SIGKILL)
+        wait_for_runs(instance, [run_id], timeout_s=180)
 
 
 def _assert_nothing_half_written_is_read(cluster, instance, run_id: str, started: dict) -> None:

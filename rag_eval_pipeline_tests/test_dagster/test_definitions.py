@@ -6,14 +6,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey
+from dagster import AssetKey, DefaultSensorStatus
 
 from rag_eval_pipeline.automation.jobs import AUDIT_ASSETS, SYNTHESIS_ASSETS
 from rag_eval_pipeline.definitions import ALL_ASSETS, defs
 from rag_eval_pipeline.evaluation.definitions import defs as evaluation_defs
 from rag_eval_pipeline.ingest.definitions import defs as ingest_defs
 from rag_eval_pipeline.partitions import tenant_version_partitions
+from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.reporting.definitions import defs as reporting_defs
+from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY
 from rag_eval_pipeline.synthesis.checks import golden_set_expectations
 from rag_eval_pipeline.synthesis.definitions import defs as synthesis_defs
 
@@ -73,6 +75,17 @@ def test_each_table_is_written_by_exactly_one_step():
     steps = {assets.node_def.name: {key.to_user_string() for key in assets.keys} for assets in ALL_ASSETS}
     assert steps == STEPS
     assert sum(len(tables) for tables in steps.values()) == len(LINEAGE)
+
+
+def test_every_step_keeps_its_runs_liveness_record_and_the_dead_run_sensor_is_on():
+    """What lets a killed run be told from a long one (automation/liveness.py), in every lineage run."""
+    for assets in ALL_ASSETS:
+        assert RUN_LIVENESS_KEY in assets.node_def.required_resource_keys, assets.node_def.name
+    with pytest.raises(TypeError, match="must take `run_liveness: RunLivenessResource`"):
+        lineage_asset("ingestion", "a step that forgot its run")(lambda raw_documents: raw_documents)
+    sensors = {sensor.name: sensor for sensor in defs.sensors}
+    assert sensors["dead_run_sensor"].default_status == DefaultSensorStatus.RUNNING
+    assert sensors["dead_run_sensor"].minimum_interval_seconds == 60
 
 
 def test_the_golden_set_check_declares_everything_it_reads():
