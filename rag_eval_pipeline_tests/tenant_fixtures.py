@@ -20,7 +20,6 @@ from rag_eval_pipeline.synthesis.versions import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_DOCS = REPO / "data" / "tenants" / "demo"
-SHARED = REPO.parent / "shared"
 ACME_DOCS = ("routewise-api-spec.md", "incident-response-runbook.md", "customer-sla-contract-summary.pdf")
 
 

@@ -1,4 +1,5 @@
-"""assess_support: one hand-written case per signal, and a regression guard on the labeled HaluEval set."""
+"""assess_support: one hand-written case per signal, and regression guards on labelled right/hallucinated pairs:
+our own pairs (hallucination_pairs.py) always, the public HaluEval set where ../shared is present."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval_pipeline.core.judging.offline_support import SIGNALS, SupportAssessment, assess_support
+from rag_eval_pipeline_tests import hallucination_pairs
 
 ORCHARD = (
     "The Millbrook orchard was planted by Teodora Vance in 1932. She grew twelve varieties of pear there. "
@@ -131,6 +133,24 @@ def _pairwise_faithfulness(records: list[dict]) -> float:
     spec.loader.exec_module(bench)
     faithfulness, _ = bench.score_records(records, bench.judge_v2)
     return bench.pairwise_agreement(records, faithfulness)
+
+
+# Pairwise agreement per kind of hallucination on our own pairs, as measured: a bare yes/no has its polarity
+# unchecked and a wrong entity that the knowledge names is found in it, so those pairs tie (0.5) by design; two
+# right answers that join two sentences of the knowledge ("... not allowed on board" about "the Marigold")
+# are judged unsupported. A floor of 0.5 still fails a judge that prefers the hallucinated answer.
+OWN_PAIR_FLOORS = {"entity": 1.0, "number": 1.0, "added_claim": 1.0, "negation": 0.75, "yes_no": 0.5,
+                   "other_entity": 0.5}
+
+
+def test_own_hallucination_pairs_agreement_does_not_regress():
+    records = hallucination_pairs.records()
+    assert {r["meta"]["kind"] for r in records} == set(OWN_PAIR_FLOORS)
+
+    assert _pairwise_faithfulness(records) >= 0.838  # measured 0.839 (31 pairs)
+    for kind, floor in OWN_PAIR_FLOORS.items():
+        of_kind = [r for r in records if r["meta"]["kind"] == kind]
+        assert _pairwise_faithfulness(of_kind) >= floor, kind
 
 
 @pytest.mark.skipif(not HALUEVAL.exists(), reason="needs ../shared/benchmarks/halueval_qa_dev.jsonl")

@@ -14,8 +14,6 @@ from rag_eval_pipeline.core.text import split_sentences, tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"
-SHARED_PDFS = REPO_ROOT.parent / "shared" / "corpus" / "pdfs"
-EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
 DEMO_MARKUP = ["data-retention-policy.md", "expense-and-travel-policy.md", "incident-response-runbook.md",
                "routewise-api-spec.md", "oncall-handbook.txt"]
 
@@ -67,11 +65,7 @@ def _long_paragraph(n: int = 12) -> str:
 # --- size limit ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
-@pytest.mark.parametrize("filename", ["The-Man-Without-A-Body.pdf", "CC_License_Agreement_of_siMPle.pdf"])
-def test_no_chunk_of_a_real_pdf_exceeds_max_tokens(filename, config):
-    document = read_document(SHARED_PDFS / filename, filename)
-
+def _assert_within_max_tokens(document: Document, config: ChunkingConfig) -> None:
     chunks = chunk_document(document, config)
 
     assert len(chunks) > 3
@@ -79,6 +73,19 @@ def test_no_chunk_of_a_real_pdf_exceeds_max_tokens(filename, config):
         assert chunk.n_tokens == n_tokens(chunk.text)
         assert chunk.n_tokens <= config.max_tokens, (chunk.chunk_id, chunk.n_tokens)
         assert 1 <= chunk.page_start <= chunk.page_end <= len(document.pages)
+
+
+@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
+@pytest.mark.parametrize("filename", ["furniture/story.pdf", "furniture/data-sharing-agreement.pdf",
+                                      "furniture/annual-report.pdf", "edge/two-columns.pdf"])
+def test_no_chunk_of_our_pdfs_exceeds_max_tokens(awkward_corpus, filename, config):
+    _assert_within_max_tokens(read_document(awkward_corpus.root / filename, filename), config)
+
+
+@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
+@pytest.mark.parametrize("filename", ["The-Man-Without-A-Body.pdf", "CC_License_Agreement_of_siMPle.pdf"])
+def test_no_chunk_of_a_real_pdf_exceeds_max_tokens(shared_corpus, filename, config):
+    _assert_within_max_tokens(read_document(shared_corpus / "pdfs" / filename, filename), config)
 
 
 @pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(40, 10), ChunkingConfig(16, 0)], ids=str)
@@ -103,8 +110,18 @@ def test_overlap_never_pushes_a_chunk_over_max_tokens(tmp_path):
     assert all(c.n_tokens <= 20 for c in chunks), [(c.n_tokens, c.text) for c in chunks]
 
 
-def test_real_pdf_with_overlap_stays_within_max_tokens():
-    document = read_document(SHARED_PDFS / "CC_License_Agreement_of_siMPle.pdf", "cc.pdf")
+@pytest.mark.parametrize("filename", ["data-sharing-agreement.pdf", "story.pdf"])
+def test_our_pdf_with_overlap_stays_within_max_tokens(awkward_corpus, filename):
+    document = read_document(awkward_corpus.furniture / filename, filename)
+
+    chunks = chunk_document(document, ChunkingConfig(max_tokens=64, overlap_tokens=10))
+
+    assert len(chunks) > 10
+    assert max(c.n_tokens for c in chunks) <= 64
+
+
+def test_real_pdf_with_overlap_stays_within_max_tokens(shared_corpus):
+    document = read_document(shared_corpus / "pdfs" / "CC_License_Agreement_of_siMPle.pdf", "cc.pdf")
 
     chunks = chunk_document(document, ChunkingConfig(max_tokens=64, overlap_tokens=10))
 
@@ -304,8 +321,22 @@ def test_with_no_overlap_the_token_stream_of_a_demo_document_is_preserved():
     assert [t for c in chunks for t in tokens(c.text)] == [t for line in body for t in tokens(line)]
 
 
-def test_pdf_words_hyphenated_across_lines_are_joined():
-    document = read_document(EDGE_CASES / "pysample__multicolumn.pdf", "multicolumn.pdf")
+def test_words_hyphenated_across_lines_of_our_pdf_are_joined(awkward_corpus):
+    document = read_document(awkward_corpus.edge / "two-columns.pdf", "two-columns.pdf")
+    broken = awkward_corpus.hyphenated
+    assert len(broken) >= 10
+    for head, tail in broken:
+        assert f"{head}-\n{tail}" in document.text  # the raw page text breaks the word at a line end
+
+    joined = " ".join(c.text for c in chunk_document(document))
+
+    for head, tail in broken:
+        assert f"{head}- {tail}" not in joined
+        assert f" {head}{tail}" in joined
+
+
+def test_pdf_words_hyphenated_across_lines_are_joined(shared_corpus):
+    document = read_document(shared_corpus / "edge_cases" / "pysample__multicolumn.pdf", "multicolumn.pdf")
     assert "adip-\niscing" in document.text  # the raw page text breaks the word at a line end
 
     joined = " ".join(c.text for c in chunk_document(document))

@@ -1,4 +1,8 @@
-"""Page furniture (running headers, footers, page numbers, watermarks) and table-like lines at ingestion."""
+"""Page furniture (running headers, footers, page numbers, watermarks) and table-like lines at ingestion.
+
+Our own PDFs (support/awkward_pdfs.py) carry each kind of furniture, and the tests know every line of them;
+the public PDFs of ../shared/corpus, where present, show the same on files made by real producers.
+"""
 
 from __future__ import annotations
 
@@ -18,10 +22,7 @@ from rag_eval_pipeline.ingest.assets import _as_document, _document_row
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.furniture import EDGE_LINES, is_furniture_text, strip_furniture
 from rag_eval_pipeline.ingest.parsing import Document, read_document
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_PDFS = REPO_ROOT.parent / "shared" / "corpus" / "pdfs"
-EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
+from rag_eval_pipeline_tests.support import awkward_pdfs as awkward
 
 WATERMARK = "Create, view, and edit PDF. Download the free trial version."
 DOWNLOADED = "on March 12, 2021 http://science.sciencemag.org/Downloaded from"
@@ -36,12 +37,11 @@ def _lines(page: str) -> list[str]:
 
 
 class Parsed:
-    """A shared-corpus PDF read once: its raw pages (pypdf) and the ingested document."""
+    """A PDF read once: its raw pages (pypdf) and the ingested document."""
 
-    def __init__(self, filename: str):
-        path = SHARED_PDFS / filename
+    def __init__(self, path: Path):
         self.raw = _raw_pages(path)
-        self.document = read_document(path, filename)
+        self.document = read_document(path, path.name)
 
     def kept_lines(self) -> list[list[str]]:
         return [_lines(page) for page in self.document.pages]
@@ -54,32 +54,173 @@ class Parsed:
         ]
 
 
-@pytest.fixture(scope="module")
-def war_of_the_worlds() -> Parsed:
-    return Parsed("The-War-of-the-Worlds.pdf")  # 293 pages: parsed once for the module
+# --- our own PDFs (support/awkward_pdfs.py): each carries one kind of furniture, line by line known -------
 
 
 @pytest.fixture(scope="module")
-def closed_syllables() -> Parsed:
-    return Parsed("Closed-Syllables.pdf")
+def chronicle(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "harbour-chronicle.pdf")
 
 
 @pytest.fixture(scope="module")
-def tragedy() -> Parsed:
-    return Parsed("Tragedy-Of-The-Commons.pdf")
+def word_lists(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "word-lists.pdf")
 
 
 @pytest.fixture(scope="module")
-def grammar_matters() -> Parsed:
-    return Parsed("Grammar-Matters.pdf")
+def article(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "quay-studies-article.pdf")
 
 
 @pytest.fixture(scope="module")
-def simple_license() -> Parsed:
-    return Parsed("CC_License_Agreement_of_siMPle.pdf")
+def agreement(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "data-sharing-agreement.pdf")
 
 
-# --- real PDFs: the furniture goes, the text stays --------------------------------------------------
+@pytest.fixture(scope="module")
+def style_guide(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "style-guide.pdf")
+
+
+@pytest.fixture(scope="module")
+def annual_report(awkward_corpus) -> Parsed:
+    return Parsed(awkward_corpus.furniture / "annual-report.pdf")
+
+
+def test_a_running_title_its_page_numbers_and_a_rare_watermark_go_and_nothing_else(chronicle):
+    raw, kept = chronicle.raw, chronicle.kept_lines()
+    assert [number for number, page in enumerate(raw, start=1) if awkward.WATERMARK in page] == list(awkward.WATERMARK_PAGES)
+    assert all(_lines(page)[0] == awkward.CHRONICLE_TITLE for page in raw)
+
+    assert not any(line == awkward.CHRONICLE_TITLE for page in kept for line in page)
+    assert not any(re.fullmatch(rf"\d+ of {awkward.CHRONICLE_PAGES}", line) for page in kept for line in page)
+    assert awkward.WATERMARK not in chronicle.document.text
+    assert awkward.BROUGHT_BY not in chronicle.document.text
+    # The title quoted in a sentence of the body is text, not furniture.
+    assert f"Everyone in Keller read {awkward.CHRONICLE_TITLE} on the evening ferry." in kept[4]
+    # Exactly the furniture went: the title on every page, "N of 24" from page 2, the watermark where it stands.
+    for number, lost in enumerate(chronicle.lost_lines(), start=1):
+        expected = [awkward.CHRONICLE_TITLE] + ([f"{number} of {awkward.CHRONICLE_PAGES}"] if number > 1 else [])
+        expected += [awkward.BROUGHT_BY, awkward.WATERMARK] if number in awkward.WATERMARK_PAGES else []
+        assert sorted(lost) == sorted(expected), number
+    assert chronicle.document.furniture_lines == sum(map(len, chronicle.lost_lines()))
+    assert chronicle.document.title == awkward.CHRONICLE_TITLE  # the PDF's metadata title
+
+
+def test_a_three_line_header_goes_and_the_word_lists_stay(word_lists):
+    kept = word_lists.kept_lines()
+
+    assert not any(line.startswith("Long vowel word lists") for page in kept for line in page)
+    assert not any(line.startswith("Word lists by the Halcyon Reading Club") for page in kept for line in page)
+    for number, lost in enumerate(word_lists.lost_lines(), start=1):
+        assert sorted(lost) == sorted([
+            awkward.WORD_LISTS_HEADER.format(n=number), awkward.WORD_LISTS_CREDIT, awkward.WORD_LISTS_CREDIT_END,
+        ])
+    for number in awkward.WORD_LISTS_REVIEW_PAGES:  # a one-word line at a third of the pages' feet is text
+        assert kept[number - 1][-1] == "Review"
+    assert word_lists.document.title == "Silent E Drills"  # the first heading of the body, not the running header
+
+
+def test_a_download_stamp_goes_even_when_merged_and_so_do_the_page_numbers(article):
+    raw, kept = article.raw, article.kept_lines()
+    assert all(awkward.ARTICLE_STAMP in page for page in raw)
+    merged = {number - 1: f"{footer} {awkward.ARTICLE_STAMP}" for number, footer in awkward.ARTICLE_FOOTERS.items()}
+    assert all(line in _lines(raw[index]) for index, line in merged.items())  # pypdf reads footer and stamp as one line
+
+    assert awkward.ARTICLE_STAMP not in article.document.text
+    for index, lost in enumerate(article.lost_lines()):
+        if index in merged:  # the part merged with the stamp stays, on a line of its own
+            assert awkward.ARTICLE_FOOTERS[index + 1] in kept[index]
+            assert lost == [merged[index]]
+        else:
+            number = str(awkward.ARTICLE_FIRST_PAGE_NUMBER + index)
+            assert number not in kept[index]
+            assert sorted(lost) == sorted([number, awkward.ARTICLE_STAMP])
+    assert article.document.title == "The Commons of the Quay"
+
+
+def test_a_header_block_with_page_n_of_m_is_removed(agreement):
+    for number, lost in enumerate(agreement.lost_lines(), start=1):
+        assert sorted(lost) == sorted([
+            awkward.AGREEMENT_HEADER, awkward.AGREEMENT_SUBHEADER, f"Page {number} of {awkward.AGREEMENT_PAGES}",
+        ])
+    assert agreement.document.title == "Open Data Licence for Harbour Sensor Readings"
+
+
+def test_page_numbers_atop_every_page_go_and_numbered_chapters_and_numbers_in_the_body_stay(style_guide):
+    assert all(_lines(page)[0] == str(number) for number, page in enumerate(style_guide.raw, start=1))
+
+    for number, lost in enumerate(style_guide.lost_lines(), start=1):
+        assert lost == [str(number)]
+    assert style_guide.document.title == awkward.STYLE_GUIDE_TITLE
+    kept = style_guide.kept_lines()
+    assert "Chapter 2" in kept[3]  # numbered chapter headings are not furniture
+    assert "42" in kept[5]  # nor a number standing alone in the body
+
+
+def test_roman_front_matter_numbers_dashed_page_numbers_and_the_running_header_go(annual_report):
+    front = len(awkward.REPORT_FRONT_MATTER)
+    for index, lost in enumerate(annual_report.lost_lines()):
+        if index < front:
+            assert lost == [awkward.REPORT_FRONT_MATTER[index]]
+        else:
+            assert sorted(lost) == sorted([awkward.REPORT_HEADER, f"- {index - front + 1} -"])
+    assert annual_report.document.title == "Annual Report of the Port of Keller"
+
+
+def test_no_chunk_heading_of_our_pdfs_is_a_furniture_line(chronicle, word_lists, article, agreement, style_guide,
+                                                           annual_report):
+    for parsed in (chronicle, word_lists, article, agreement, style_guide, annual_report):
+        removed = {line for lost in parsed.lost_lines() for line in lost}
+        assert removed
+        headings = {chunk.heading for chunk in chunk_document(parsed.document)}
+        assert not headings & removed, headings & removed
+        assert not any(is_furniture_text(heading) for heading in headings)
+
+
+def test_our_pdfs_without_furniture_keep_every_line(awkward_corpus):
+    story = awkward_corpus.furniture / "story.pdf"
+    chapters = awkward_corpus.furniture / "chapters.pdf"
+    # What could pass for furniture is there: a refrain on every page, chapter headings atop the pages,
+    # a last line on each page whose number follows the page.
+    assert all(awkward.STORY_REFRAIN in page for page in _raw_pages(story))
+    for number, page in enumerate(_raw_pages(chapters), start=1):
+        assert _lines(page)[-1] == f"See figure {number + 2} for the berth plan of this part of the wharf."
+    assert sum(_lines(page)[0].startswith("Chapter") for page in _raw_pages(chapters)) == 5
+
+    for path in (story, chapters):
+        document = read_document(path, path.name)
+
+        assert document.pages == _raw_pages(path)
+        assert document.furniture_lines == 0
+
+
+# --- the public PDFs in ../shared/corpus: the same behaviour on files made by real producers -------------
+
+
+@pytest.fixture(scope="module")
+def war_of_the_worlds(shared_corpus) -> Parsed:
+    return Parsed(shared_corpus / "pdfs" / "The-War-of-the-Worlds.pdf")  # 293 pages: parsed once for the module
+
+
+@pytest.fixture(scope="module")
+def closed_syllables(shared_corpus) -> Parsed:
+    return Parsed(shared_corpus / "pdfs" / "Closed-Syllables.pdf")
+
+
+@pytest.fixture(scope="module")
+def tragedy(shared_corpus) -> Parsed:
+    return Parsed(shared_corpus / "pdfs" / "Tragedy-Of-The-Commons.pdf")
+
+
+@pytest.fixture(scope="module")
+def grammar_matters(shared_corpus) -> Parsed:
+    return Parsed(shared_corpus / "pdfs" / "Grammar-Matters.pdf")
+
+
+@pytest.fixture(scope="module")
+def simple_license(shared_corpus) -> Parsed:
+    return Parsed(shared_corpus / "pdfs" / "CC_License_Agreement_of_siMPle.pdf")
 
 
 def test_war_of_the_worlds_loses_its_running_title_page_numbers_and_watermark(war_of_the_worlds):
@@ -154,8 +295,8 @@ def test_no_chunk_heading_is_a_furniture_line(war_of_the_worlds, closed_syllable
         assert not any(is_furniture_text(heading) for heading in headings)
 
 
-def test_pdfs_without_furniture_keep_every_line():
-    for path in (SHARED_PDFS / "The-Man-Without-A-Body.pdf", SHARED_PDFS / "docling__multi_page.pdf"):
+def test_pdfs_without_furniture_keep_every_line(shared_corpus):
+    for path in (shared_corpus / "pdfs" / "The-Man-Without-A-Body.pdf", shared_corpus / "pdfs" / "docling__multi_page.pdf"):
         document = read_document(path, path.name)
 
         assert document.pages == _raw_pages(path)
@@ -419,8 +560,27 @@ def test_a_long_table_is_packed_into_table_chunks_within_the_size_limit(tmp_path
     assert " ".join(c.text for c in tables) == " ".join(rows)
 
 
-def test_the_eu_table_of_a_real_pdf_is_a_table_chunk():
-    document = read_document(EDGE_CASES / "pysample__multicolumn.pdf", "multicolumn.pdf")
+def test_the_table_of_a_two_column_pdf_is_one_table_chunk(awkward_corpus):
+    document = read_document(awkward_corpus.edge / "two-columns.pdf", "two-columns.pdf")
+
+    tables = [c for c in chunk_document(document) if c.kind == "table"]
+
+    assert len(tables) == 1
+    assert tables[0].text == " ".join(" ".join(row) for row in awkward.PORT_TABLE)  # every row, nothing else
+    assert "Varnholm 5.5 338,424 Saltvik Finnish, Swedish" in tables[0].text
+
+
+def test_a_table_on_a_page_with_furniture_is_a_table_chunk_without_it(awkward_corpus):
+    document = read_document(awkward_corpus.furniture / "annual-report.pdf", "annual-report.pdf")
+
+    tables = [c for c in chunk_document(document) if c.kind == "table"]
+
+    assert [c.text for c in tables] == [" ".join(awkward.TRAFFIC_TABLE)]
+    assert tables[0].heading == "Traffic by kind"
+
+
+def test_the_eu_table_of_a_real_pdf_is_a_table_chunk(shared_corpus):
+    document = read_document(shared_corpus / "edge_cases" / "pysample__multicolumn.pdf", "multicolumn.pdf")
 
     tables = [c for c in chunk_document(document) if c.kind == "table"]
 

@@ -2,7 +2,7 @@
 
 Every entry is either read as a document or rejected with its reason, and nothing outside the
 tenant's folder is ever read. test_parsing.py covers the ordinary bad files (encrypted, corrupt,
-empty, not UTF-8, unsupported) and the shared edge-case PDFs one by one.
+empty, not UTF-8, unsupported) and our awkward edge-case PDFs one by one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from rag_eval_pipeline.core.warehouse import Warehouse
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"
-EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
 SECRET = "The launch code of the other tenant is 4417."
 
 
@@ -226,14 +225,15 @@ def test_a_two_megabyte_single_word_chunks_into_bounded_chunks_quickly(root):
 
 
 @pytest.fixture
-def hostile_tenant(root) -> Path:
-    """acme with links out, a hard link to globex's file, edge-case PDFs, a zero-byte PDF, binary text and a huge word."""
+def hostile_tenant(root, awkward_corpus) -> Path:
+    """acme with links out, a hard link to globex's file, our edge-case PDFs (encrypted, two columns, right to
+    left, code, an image-only page, an outline), a zero-byte PDF, binary text and a huge word."""
     acme = root / "acme"
     (acme / "leak.md").symlink_to(root.parent / "outside" / "secret.md")
     (acme / "neighbour").symlink_to(root / "globex", target_is_directory=True)
     os.link(root / "globex" / "secret.md", acme / "hardlinked.md")
     (acme / "edge").mkdir()
-    for pdf in sorted(EDGE_CASES.glob("*.pdf")):
+    for pdf in sorted(awkward_corpus.edge.glob("*.pdf")):
         shutil.copy(pdf, acme / "edge" / pdf.name)
     (acme / "zero.pdf").write_bytes(b"")
     (acme / "utf16.txt").write_bytes("Receipts.".encode("utf-16-le"))
@@ -245,7 +245,7 @@ EXPECTED_REJECTIONS = {
     "leak.md": "outside the document folder",
     "neighbour": "outside the document folder",
     "hardlinked.md": "hard link",
-    "edge/pysample__libreoffice-writer-password.pdf": "encrypted",
+    "edge/locked.pdf": "encrypted",
     "zero.pdf": "empty",
     "utf16.txt": "binary",
 }
@@ -268,8 +268,8 @@ def test_ingest_assets_record_each_hostile_file_and_go_on(root, hostile_tenant, 
     for path, keyword in EXPECTED_REJECTIONS.items():
         assert keyword in rejected[path], (path, rejected[path])
     documents = warehouse.read("acme", "v1", "raw_documents")
-    readable_pdfs = [f"edge/{p.name}" for p in EDGE_CASES.glob("*.pdf") if "password" not in p.name]
-    assert len(readable_pdfs) >= 8
+    readable_pdfs = [f"edge/{name}" for name in ("code-and-formula.pdf", "figure-page.pdf", "outline.pdf",
+                                                  "owner-password-only.pdf", "right-to-left.pdf", "two-columns.pdf")]
     assert sorted(documents["path"]) == sorted(["policy.md", "word.txt", *readable_pdfs])
     chunks = warehouse.read("acme", "v1", "document_chunks")
     assert set(chunks["doc_id"]) == set(documents["doc_id"])
@@ -285,7 +285,7 @@ def test_the_new_documents_listing_never_reads_outside_the_folder(root, hostile_
 
     assert "leak.md" not in listing and not any(p.startswith("neighbour") for p in listing)
     assert "hardlinked.md" not in listing
-    assert "word.txt" in listing and "edge/docling__right_to_left_01.pdf" in listing
+    assert "word.txt" in listing and "edge/right-to-left.pdf" in listing and "edge/locked.pdf" in listing
     assert inbox.fingerprint(hostile_tenant, inbox.list_files(hostile_tenant)) == before
     assert inbox.scan_root(root).tenants["acme"] == listing
 

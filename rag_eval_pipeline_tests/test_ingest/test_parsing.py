@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 
+from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import (
     Document,
     UnreadableDocument,
@@ -19,22 +19,23 @@ from rag_eval_pipeline.ingest.parsing import (
     read_documents,
 )
 
+from rag_eval_pipeline_tests.support import awkward_pdfs as awkward
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"
-EDGE_CASES = REPO_ROOT.parent / "shared" / "corpus" / "edge_cases"
-ENCRYPTED_PDF = EDGE_CASES / "pysample__libreoffice-writer-password.pdf"
 DEMO_PDF = DEMO / "customer-sla-contract-summary.pdf"
 
 
-
-def _image_only_pdf(path: Path, title: str | None = None) -> Path:
+def _image_only_pdf(path: Path) -> Path:
     pdf = FPDF()
     pdf.add_page()
     pdf.rect(20, 20, 120, 60, style="DF")  # drawing only: no text object on the page
-    if title:
-        pdf.set_title(title)
     pdf.output(str(path))
     return path
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _text_pdf(path: Path, lines: list[str], title: str | None = None) -> Path:
@@ -120,19 +121,14 @@ BAD_FILES = {
 
 
 @pytest.fixture(scope="module")
-def mixed_folder(tmp_path_factory) -> Path:
-    assert ENCRYPTED_PDF.is_file(), f"encrypted edge-case PDF missing at {ENCRYPTED_PDF}"
+def mixed_folder(tmp_path_factory, awkward_corpus) -> Path:
+    """Two good demo documents beside our own bad files: encrypted (AES-256, a user password), random bytes,
+    half a PDF, an empty file, a scanned page (text as pixels, no text layer), Latin-1 text, a PowerPoint deck."""
     folder = tmp_path_factory.mktemp("mixed")
     shutil.copy(DEMO / "data-retention-policy.md", folder / "data-retention-policy.md")
     shutil.copy(DEMO_PDF, folder / "customer-sla.pdf")
-    shutil.copy(ENCRYPTED_PDF, folder / "locked.pdf")
-    (folder / "random-bytes.pdf").write_bytes(os.urandom(4096))
-    real = DEMO_PDF.read_bytes()
-    (folder / "truncated.pdf").write_bytes(real[: len(real) // 2])
-    (folder / "empty.md").write_bytes(b"")
-    _image_only_pdf(folder / "scan.pdf", title="A scanned page")
-    (folder / "latin1.txt").write_bytes("Caf\u00e9 receipts are kept for ten years.".encode("latin-1"))
-    (folder / "slides.pptx").write_bytes(b"PK\x03\x04 not really a deck")
+    for name in BAD_FILES:
+        shutil.copy(awkward_corpus.bad / name, folder / name)
     return folder
 
 
@@ -154,6 +150,13 @@ def test_each_rejection_names_its_reason(mixed_folder, filename):
     reason = reasons[filename].lower()
     for keyword in BAD_FILES[filename]:
         assert keyword.lower() in reason, f"{filename}: {reasons[filename]!r} should mention {keyword!r}"
+
+
+def test_a_pdf_of_drawings_only_is_rejected_as_image_only(tmp_path):
+    _image_only_pdf(tmp_path / "drawing.pdf")
+
+    with pytest.raises(UnreadableDocument, match="no extractable text: image-only"):
+        read_document(tmp_path / "drawing.pdf", "drawing.pdf")
 
 
 def test_invalid_utf8_reason_points_at_the_byte(tmp_path):
@@ -229,7 +232,88 @@ def test_utf8_bom_and_uppercase_suffix(tmp_path):
     assert not document.text.startswith("\ufeff")
 
 
-# --- awkward but readable PDFs from the shared corpus ----------------------------------------
+# --- awkward but readable PDFs of our own (support/awkward_pdfs.py) ---------------------------
+
+
+READABLE_EDGE_CASES = {
+    "two-columns.pdf": "Ostmark 8.9 83,879 Lindau German",
+    "right-to-left.pdf": awkward.ARABIC_SENTENCES[0],
+    "code-and-formula.pdf": awkward.CODE_LISTING[2].strip(),
+    "figure-page.pdf": "Reading the plan",
+    "outline.pdf": awkward.OUTLINE_SECTIONS[-1],
+    "owner-password-only.pdf": "Tidal Scheduling at Small Ports",
+}
+
+
+@pytest.mark.parametrize("filename", sorted(READABLE_EDGE_CASES))
+def test_our_edge_case_pdfs_are_read_with_text(awkward_corpus, filename):
+    document = read_document(awkward_corpus.edge / filename, filename)
+
+    assert isinstance(document, Document)
+    assert document.format == "pdf"
+    assert all(isinstance(page, str) for page in document.pages)
+    assert len(document.text.strip()) > 500
+    assert READABLE_EDGE_CASES[filename] in _flat(document.text)
+
+
+def test_right_to_left_text_is_read_in_reading_order(awkward_corpus):
+    text = _flat(read_document(awkward_corpus.edge / "right-to-left.pdf", "rtl.pdf").text)
+
+    assert "\u0627" in text  # Arabic alef
+    for sentence in awkward.ARABIC_SENTENCES + awkward.HEBREW_SENTENCES:
+        assert sentence in text  # written right to left on the page, read back first word first
+    # Where the direction changes, the order of the runs is pypdf's guess; every word still comes through.
+    assert all(word.rstrip(".") in text for word in awkward.MIXED_DIRECTION_LINE.split())
+
+
+def test_two_columns_are_read_column_after_column(awkward_corpus):
+    document = read_document(awkward_corpus.edge / "two-columns.pdf", "two-columns.pdf")
+
+    joined = " ".join(c.text for c in chunk_document(document, ChunkingConfig(max_tokens=180, overlap_tokens=0)))
+
+    assert len(awkward_corpus.column_paragraphs) > 10
+    for paragraph in awkward_corpus.column_paragraphs:  # the left column's lines, then the right one's
+        assert paragraph in joined
+
+
+def test_a_code_listing_keeps_its_lines(awkward_corpus):
+    document = read_document(awkward_corpus.edge / "code-and-formula.pdf", "code.pdf")
+
+    lines = [line.strip() for page in document.pages for line in page.splitlines()]
+
+    assert [line.strip() for line in awkward.CODE_LISTING] == [
+        line for line in lines if line in {code.strip() for code in awkward.CODE_LISTING}
+    ]
+    assert all(formula in lines for formula in awkward.FORMULA_LINES)
+
+
+def test_an_image_only_page_inside_a_text_pdf_does_not_reject_it(awkward_corpus):
+    document = read_document(awkward_corpus.edge / "figure-page.pdf", "figure-page.pdf")
+
+    assert len(document.pages) == 3
+    assert document.pages[1].strip() == ""
+    assert document.pages[0].strip() and document.pages[2].strip()
+
+
+def test_a_pdf_with_an_outline_is_read_section_by_section(awkward_corpus):
+    path = awkward_corpus.edge / "outline.pdf"
+    assert [entry.title for entry in PdfReader(path).outline] == awkward.OUTLINE_SECTIONS
+
+    document = read_document(path, "outline.pdf")
+
+    assert len(document.pages) == len(awkward.OUTLINE_SECTIONS)
+    headings = [c.heading for c in chunk_document(document)]
+    assert list(dict.fromkeys(headings)) == awkward.OUTLINE_SECTIONS  # each section's chunks under its own title
+
+
+def test_our_encrypted_edge_case_is_the_only_rejection_in_our_edge_cases(awkward_corpus):
+    result = read_documents(awkward_corpus.edge)
+
+    assert [(r.path, r.reason) for r in result.rejections] == [("locked.pdf", "encrypted PDF: a password is required")]
+    assert sorted(d.path for d in result.documents) == sorted(READABLE_EDGE_CASES)
+
+
+# --- the public edge-case PDFs in ../shared/corpus, where present --------------------------------
 
 
 @pytest.mark.parametrize(
@@ -240,8 +324,8 @@ def test_utf8_bom_and_uppercase_suffix(tmp_path):
         ("docling__code_and_formula.pdf", "JavaScript"),
     ],
 )
-def test_edge_case_pdfs_are_read_with_text(filename, must_contain):
-    document = read_document(EDGE_CASES / filename, filename)
+def test_edge_case_pdfs_are_read_with_text(shared_corpus, filename, must_contain):
+    document = read_document(shared_corpus / "edge_cases" / filename, filename)
 
     assert isinstance(document, Document)
     assert document.format == "pdf"
@@ -250,11 +334,12 @@ def test_edge_case_pdfs_are_read_with_text(filename, must_contain):
     assert must_contain in document.text
 
 
-def test_encrypted_edge_case_is_the_only_rejection_in_edge_cases():
-    result = read_documents(EDGE_CASES)
+def test_encrypted_edge_case_is_the_only_rejection_in_edge_cases(shared_corpus):
+    edge_cases = shared_corpus / "edge_cases"
+    result = read_documents(edge_cases)
 
     assert [r.path for r in result.rejections] == ["pysample__libreoffice-writer-password.pdf"]
-    assert len(result.documents) == len(list(EDGE_CASES.glob("*.pdf"))) - 1
+    assert len(result.documents) == len(list(edge_cases.glob("*.pdf"))) - 1
 
 
 # --- doc ids ---------------------------------------------------------------------------------
