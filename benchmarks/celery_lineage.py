@@ -54,7 +54,9 @@ TIMEOUT_S = 600
 
 
 def _fail(what: str, completed_rc: int, out: str, err: str) -> None:
-    raise SystemExit(f"{what} exited {completed_rc}, expected 0\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-5000:]}")
+    raise SystemExit(
+        f"{what} exited {completed_rc}, expected 0\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-5000:]}"
+    )
 
 
 def run_command(tenant: str, version: str) -> list[str]:
@@ -63,8 +65,13 @@ def run_command(tenant: str, version: str) -> list[str]:
 
 def register(env: dict, version: str) -> None:
     for tenant in TENANTS:
-        done = subprocess.run(["rag-eval", "register", "--tenant", tenant, "--version", version], env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
+        done = subprocess.run(
+            ["rag-eval", "register", "--tenant", tenant, "--version", version],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
         if done.returncode:
             _fail(f"rag-eval register --tenant {tenant} --version {version}", done.returncode, done.stdout, done.stderr)
 
@@ -94,8 +101,12 @@ def in_process(env: dict, version: str) -> dict:
 def on_workers(env: dict, version: str) -> dict:
     """Both tenants' runs started at once against the cluster; wall time until both exit."""
     started = time.perf_counter()
-    processes = {tenant: subprocess.Popen(run_command(tenant, version), env=env, text=True, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE) for tenant in TENANTS}
+    processes = {
+        tenant: subprocess.Popen(
+            run_command(tenant, version), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for tenant in TENANTS
+    }
     outputs = {tenant: process.communicate(timeout=TIMEOUT_S) for tenant, process in processes.items()}
     wall = time.perf_counter() - started
     for tenant, process in processes.items():
@@ -108,8 +119,12 @@ def on_workers(env: dict, version: str) -> dict:
 
 
 def summary(samples: list[float]) -> dict:
-    return {"median_s": round(statistics.median(samples), 2), "min_s": min(samples), "max_s": max(samples),
-            "runs_s": samples}
+    return {
+        "median_s": round(statistics.median(samples), 2),
+        "min_s": min(samples),
+        "max_s": max(samples),
+        "runs_s": samples,
+    }
 
 
 def note(cpus: int | None, instance_config: dict) -> str:
@@ -127,13 +142,18 @@ def note(cpus: int | None, instance_config: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=3, help="timed repetitions per side (after one warm-up each)")
+    parser.add_argument(
+        "--repetitions", type=int, default=3, help="timed repetitions per side (after one warm-up each)"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
     setup: dict[str, float] = {}
     tag = uuid.uuid4().hex[:6]
-    with tempfile.TemporaryDirectory(prefix="celery-lineage-") as scratch_name, scratch_database("rag_eval_bench") as db:
+    with (
+        tempfile.TemporaryDirectory(prefix="celery-lineage-") as scratch_name,
+        scratch_database("rag_eval_bench") as db,
+    ):
         scratch = Path(scratch_name)
         documents_root = scratch / "documents"
         _lay_out(documents_root)
@@ -144,7 +164,8 @@ def main() -> None:
         setup["object_store_start_s"] = round(server.startup_s, 2)
         try:
             production = {
-                "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root), "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests",
+                "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
+                "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests",
                 "RAG_EVAL_LARGE_TENANTS": "acme",  # as the test: acme on the large queue, globex on the small one
                 **production_variables(database_url(db, user=APP_ROLE), server, f"bench-{tag}"),
                 "RAG_EVAL_WAREHOUSE": str(scratch / "no-local-warehouse"),  # production mode writes nothing here
@@ -155,7 +176,10 @@ def main() -> None:
                 setup["workers_and_daemon_start_s"] = round(time.perf_counter() - started, 2)
                 path = f"{BIN}{os.pathsep}{cluster.env['PATH']}"
                 sides = {
-                    "in_process": ({**cluster.env, "DAGSTER_HOME": str(scratch / "local_home"), "PATH": path}, in_process),
+                    "in_process": (
+                        {**cluster.env, "DAGSTER_HOME": str(scratch / "local_home"), "PATH": path},
+                        in_process,
+                    ),
                     "workers": ({**cluster.env, "DAGSTER_HOME": str(cluster.home("ci")), "PATH": path}, on_workers),
                 }
                 samples: dict[str, list[dict]] = {side: [] for side in sides}
@@ -167,14 +191,19 @@ def main() -> None:
                         version = f"{'ip' if side == 'in_process' else 'cw'}{repetition}-{tag}"
                         register(env, version)
                         result = {"version": version, "first": order[0] == side, **measure(env, version)}
-                        print(f"{'warm-up' if repetition == 0 else f'repetition {repetition}'} {side}: "
-                              f"{result['wall_s']} s {result['reported_run_s']}", flush=True)
+                        print(
+                            f"{'warm-up' if repetition == 0 else f'repetition {repetition}'} {side}: "
+                            f"{result['wall_s']} s {result['reported_run_s']}",
+                            flush=True,
+                        )
                         if repetition == 0:
                             warmup[side] = result
                         else:
                             samples[side].append(result)
-                took = {name: len(re.findall(r"Task .*execute_job.* succeeded", worker.log_text()))
-                        for name, worker in cluster.workers.items()}
+                took = {
+                    name: len(re.findall(r"Task .*execute_job.* succeeded", worker.log_text()))
+                    for name, worker in cluster.workers.items()
+                }
         finally:
             server.close()
     load_after = [round(x, 2) for x in os.getloadavg()]
@@ -183,13 +212,20 @@ def main() -> None:
     figures = {
         "command": f".venv/bin/python benchmarks/celery_lineage.py --repetitions {args.repetitions}",
         "what": "full_pipeline of tenants acme and globex (test documents), production mode (Postgres, S3, Redis), "
-                "commit 'good'; in-process: both runs in sequence in one shell; workers: both submitted at once "
-                "to 2 Celery workers (each serving rag-eval-large,rag-eval-small), timed until both CLIs exit",
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_average_before": load_before, "load_average_after": load_after},
+        "commit 'good'; in-process: both runs in sequence in one shell; workers: both submitted at once "
+        "to 2 Celery workers (each serving rag-eval-large,rag-eval-small), timed until both CLIs exit",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+        },
         "setup_untimed_s": setup,
-        "daemon_intervals_s": {"dequeue": cluster.instance_config["run_coordinator"]["config"]["dequeue_interval_seconds"],
-                               "run_monitoring_poll": cluster.instance_config["run_monitoring"]["poll_interval_seconds"]},
+        "daemon_intervals_s": {
+            "dequeue": cluster.instance_config["run_coordinator"]["config"]["dequeue_interval_seconds"],
+            "run_monitoring_poll": cluster.instance_config["run_monitoring"]["poll_interval_seconds"],
+        },
         "warmup": warmup,
         "in_process": {**summary(walls["in_process"]), "repetitions": samples["in_process"]},
         "workers": {**summary(walls["workers"]), "repetitions": samples["workers"]},

@@ -53,14 +53,22 @@ def build_chunks(path: Path, n_chunks: int) -> dict:
                 rows.append(chunk | {"chunk_id": edition + chunk["chunk_id"], "doc_id": edition + chunk["doc_id"]})
     chunks = pd.DataFrame(rows[:n_chunks])
     chunks.to_parquet(path)
-    return {"chunks": len(chunks), "documents": int(chunks["doc_id"].nunique()), "mean_tokens": round(float(chunks["n_tokens"].mean()), 1),
-            "source_pdfs": len(documents)}
+    return {
+        "chunks": len(chunks),
+        "documents": int(chunks["doc_id"].nunique()),
+        "mean_tokens": round(float(chunks["n_tokens"].mean()), 1),
+        "source_pdfs": len(documents),
+    }
 
 
 def extract_peer(ref: str, into: Path) -> str:
     """The peer's package, as committed at `ref`; returns the full commit hash."""
-    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True).stdout.strip()
-    archive = subprocess.Popen(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit, "rag_eval_pipeline"], stdout=subprocess.PIPE)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    archive = subprocess.Popen(
+        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit, "rag_eval_pipeline"], stdout=subprocess.PIPE
+    )
     with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
         tar.extractall(into, filter="data")
     if archive.wait() != 0:
@@ -88,14 +96,23 @@ def worker(code_root: str, chunks_path: str, out_path: str) -> None:
         frame = pipeline.test_nodes(chunks, embedder)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     frame.to_parquet(out_path)
-    print(json.dumps({
-        "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load_1min_before": round(load_before, 2),
-        "load_1min_after": round(os.getloadavg()[0], 2), "embedded": embedder.cache_misses,
-        "clusters": int(frame.loc[frame["cluster_id"] >= 0, "cluster_id"].nunique()),
-        "outliers": int((frame["cluster_id"] < 0).sum()), "test_nodes": int((frame["test_node_rank"] > 0).sum()),
-        "torch_threads": torch.get_num_threads(), "batch_size": embedder.batch_size,
-        "package": str(Path(rag_eval_pipeline.__file__).parent),
-    }))
+    print(
+        json.dumps(
+            {
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
+                "load_1min_before": round(load_before, 2),
+                "load_1min_after": round(os.getloadavg()[0], 2),
+                "embedded": embedder.cache_misses,
+                "clusters": int(frame.loc[frame["cluster_id"] >= 0, "cluster_id"].nunique()),
+                "outliers": int((frame["cluster_id"] < 0).sum()),
+                "test_nodes": int((frame["test_node_rank"] > 0).sum()),
+                "torch_threads": torch.get_num_threads(),
+                "batch_size": embedder.batch_size,
+                "package": str(Path(rag_eval_pipeline.__file__).parent),
+            }
+        )
+    )
 
 
 def timed_run(code_root: Path, chunks: Path, out: Path, timeout_s: float) -> dict | None:
@@ -128,9 +145,15 @@ def cpu_hogs(n: int):
 def summary(runs: list[dict], n_chunks: int) -> dict:
     walls = [r["wall_s"] for r in runs]
     median = round(statistics.median(walls), 2)
-    return {"runs": len(runs), "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
-            "median_cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
-            "median_chunks_per_s": round(n_chunks / median, 1), "each": runs}
+    return {
+        "runs": len(runs),
+        "median_wall_s": median,
+        "min_wall_s": min(walls),
+        "max_wall_s": max(walls),
+        "median_cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
+        "median_chunks_per_s": round(n_chunks / median, 1),
+        "each": runs,
+    }
 
 
 def same_output(new_path: Path, peer_path: Path) -> dict:
@@ -154,8 +177,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=N_CHUNKS)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--peer-runs", type=int, default=3)
-    parser.add_argument("--peer-budget-s", type=float, default=1500, help="no further peer run once peer runs took this long")
-    parser.add_argument("--peer-timeout-s", type=float, default=1200, help="a peer run this long is stopped and recorded as such")
+    parser.add_argument(
+        "--peer-budget-s", type=float, default=1500, help="no further peer run once peer runs took this long"
+    )
+    parser.add_argument(
+        "--peer-timeout-s", type=float, default=1200, help="a peer run this long is stopped and recorded as such"
+    )
     parser.add_argument("--peer-ref", default=PEER_REF)
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes kept running beside each run")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
@@ -175,31 +202,58 @@ def main() -> None:
                 new_runs.append(timed_run(REPO_ROOT, scratch / "chunks.parquet", scratch / "new.parquet", 3600))
             if run < args.peer_runs and not peer_note:
                 print(f"peer run {run + 1}", file=sys.stderr, flush=True)
-                peer = timed_run(scratch / "peer", scratch / "chunks.parquet", scratch / "peer.parquet", args.peer_timeout_s)
+                peer = timed_run(
+                    scratch / "peer", scratch / "chunks.parquet", scratch / "peer.parquet", args.peer_timeout_s
+                )
                 if peer is None:
                     peer_note = f"peer run {run + 1} stopped after {args.peer_timeout_s:.0f} s; no further peer runs"
                 else:
                     peer_runs.append(peer)
                     if sum(r["wall_s"] for r in peer_runs) >= args.peer_budget_s and run + 1 < args.peer_runs:
-                        peer_note = f"peer runs stopped after {len(peer_runs)}: they used the {args.peer_budget_s:.0f} s budget"
+                        peer_note = (
+                            f"peer runs stopped after {len(peer_runs)}: they used the {args.peer_budget_s:.0f} s budget"
+                        )
         agreement = same_output(scratch / "new.parquet", scratch / "peer.parquet") if peer_runs else None
     figures = {
         "what": "pipeline.test_nodes (the core of the chunk_clusters asset) on a cold embedding cache; model load not timed",
-        "corpus": {"source": "shared/corpus/pdfs and edge_cases", **corpus,
-                   "note": f"default chunking, then the same PDFs cut at {SECOND_EDITION_TOKENS} tokens, first {args.chunks} distinct texts"},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "busy_processes_beside": args.busy, "load_1min_at_end": round(os.getloadavg()[0], 2)},
+        "corpus": {
+            "source": "shared/corpus/pdfs and edge_cases",
+            **corpus,
+            "note": f"default chunking, then the same PDFs cut at {SECOND_EDITION_TOKENS} tokens, first {args.chunks} distinct texts",
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "busy_processes_beside": args.busy,
+            "load_1min_at_end": round(os.getloadavg()[0], 2),
+        },
         "new": summary(new_runs, corpus["chunks"]),
-        "peer": {"commit": peer_commit, **(summary(peer_runs, corpus["chunks"]) if peer_runs else {"runs": 0}), "capped": peer_note or None},
-        "ratio_peer_to_new_median_wall": round(statistics.median(r["wall_s"] for r in peer_runs) / statistics.median(r["wall_s"] for r in new_runs), 2)
-        if peer_runs else None,
+        "peer": {
+            "commit": peer_commit,
+            **(summary(peer_runs, corpus["chunks"]) if peer_runs else {"runs": 0}),
+            "capped": peer_note or None,
+        },
+        "ratio_peer_to_new_median_wall": round(
+            statistics.median(r["wall_s"] for r in peer_runs) / statistics.median(r["wall_s"] for r in new_runs), 2
+        )
+        if peer_runs
+        else None,
         "output_agreement_last_runs": agreement,
     }
     RESULTS.mkdir(exist_ok=True)
     name = f"chunk_clusters_wall_time_busy{args.busy}.json" if args.busy else "chunk_clusters_wall_time.json"
     (RESULTS / name).write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in figures.items() if k not in ("new", "peer")} | {
-        "new_median_wall_s": figures["new"]["median_wall_s"], "peer_median_wall_s": figures["peer"].get("median_wall_s")}, indent=2))
+    print(
+        json.dumps(
+            {k: v for k, v in figures.items() if k not in ("new", "peer")}
+            | {
+                "new_median_wall_s": figures["new"]["median_wall_s"],
+                "peer_median_wall_s": figures["peer"].get("median_wall_s"),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,10 @@ class Tree:
         home.mkdir(parents=True)
         self.bare_env = {**os.environ, "PYTHONPATH": str(root)}  # the tests set their own locations
         self.env = {
-            **self.bare_env, "DAGSTER_HOME": str(home),
-            "RAG_EVAL_WAREHOUSE": str(warehouse), "RAG_EVAL_DOCUMENTS_ROOT": str(root / "data" / "tenants"),
+            **self.bare_env,
+            "DAGSTER_HOME": str(home),
+            "RAG_EVAL_WAREHOUSE": str(warehouse),
+            "RAG_EVAL_DOCUMENTS_ROOT": str(root / "data" / "tenants"),
         }
 
     def timed(self, command: list[str], expect: int | None = 0, timeout: int = 3600, bare: bool = False) -> float:
@@ -71,8 +73,9 @@ def add_worktree(revision: str) -> Path:
     sha = subprocess.check_output(["git", "rev-parse", "--short", revision], cwd=REPO_ROOT, text=True).strip()
     path = REPO_ROOT.parent / f".rag-eval-bench-{sha}"
     if not path.exists():
-        subprocess.run(["git", "worktree", "add", "--detach", str(path), sha], cwd=REPO_ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), sha], cwd=REPO_ROOT, check=True, capture_output=True
+        )
     return path
 
 
@@ -102,22 +105,48 @@ def main() -> None:
         this, earlier = Tree("this", REPO_ROOT, Path(scratch)), Tree("earlier", earlier_root, Path(scratch))
         trees = [this, earlier]
         peer = Tree("peer", REPO_ROOT, Path(scratch))
-        help_times = paired([this, earlier, peer], lambda t, _: [sys.executable, "-c", "import pandas"] if t is peer
-                            else rag_eval("--help"), args.runs)
+        help_times = paired(
+            [this, earlier, peer],
+            lambda t, _: [sys.executable, "-c", "import pandas"] if t is peer else rag_eval("--help"),
+            args.runs,
+        )
         results["help"] = with_ratio(help_times, "this", "earlier")
         for tree in trees:  # the demo tenant's golden set and first baseline, once per tree
             tree.timed(rag_eval("demo"))
-        results["gate"] = with_ratio(paired(trees, lambda t, run: rag_eval(
-            "gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs), "this", "earlier")
-        results["lineage_demo"] = with_ratio(paired(trees, lambda t, run: [
-            sys.executable, "benchmarks/lineage_run.py", "--docs", "data/tenants/demo", "--name", "demo"],
-            max(1, args.runs // 2)), "this", "earlier")
-        results["offline_throughput"] = with_ratio(paired(trees, lambda t, run: [
-            sys.executable, "benchmarks/offline_throughput.py"], max(1, args.runs // 2)), "this", "earlier")
+        results["gate"] = with_ratio(
+            paired(
+                trees, lambda t, run: rag_eval("gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs
+            ),
+            "this",
+            "earlier",
+        )
+        results["lineage_demo"] = with_ratio(
+            paired(
+                trees,
+                lambda t, run: [
+                    sys.executable,
+                    "benchmarks/lineage_run.py",
+                    "--docs",
+                    "data/tenants/demo",
+                    "--name",
+                    "demo",
+                ],
+                max(1, args.runs // 2),
+            ),
+            "this",
+            "earlier",
+        )
+        results["offline_throughput"] = with_ratio(
+            paired(trees, lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"], max(1, args.runs // 2)),
+            "this",
+            "earlier",
+        )
         if args.suite:
             suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             # Any exit status: a failing test is reported in the outcome line rather than losing the timings.
-            results["suite"] = with_ratio(paired(trees, lambda t, _: suite, 1, expect=None, bare=True), "this", "earlier")
+            results["suite"] = with_ratio(
+                paired(trees, lambda t, _: suite, 1, expect=None, bare=True), "this", "earlier"
+            )
             for tree in trees:
                 results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
                 results["suite"][tree.name]["failed"] = tree.last_failed

@@ -87,6 +87,7 @@ RAGAS_VARIANTS = ("as_shipped", "schema_passed")
 
 # --- shared by both sides: a transport that counts every request to the server -----------------------
 
+
 def _httpx_module():
     """The httpx flavour the installed openai client is built on (`httpx2` in newer releases)."""
     import openai._base_client as base_client
@@ -107,8 +108,16 @@ def counting_http_client(log: list[dict], tag=lambda body: "", timeout_s: float 
                 body = json.loads(request.content or b"{}")
             except ValueError:
                 body = {}
-            record = {"tag": tag(body), "path": request.url.path, "status": None, "seconds": 0.0,
-                      "prompt_tokens": 0, "completion_tokens": 0, "finish_reason": None, "error": ""}
+            record = {
+                "tag": tag(body),
+                "path": request.url.path,
+                "status": None,
+                "seconds": 0.0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "finish_reason": None,
+                "error": "",
+            }
             started = time.perf_counter()
             try:
                 response = await self.inner.handle_async_request(request)
@@ -130,8 +139,13 @@ def counting_http_client(log: list[dict], tag=lambda body: "", timeout_s: float 
             if response.status_code >= 400:
                 record["error"] = str(payload.get("detail") or payload.get("error") or raw[:200])[:200]
             log.append(record)
-            return httpx.Response(response.status_code, headers=response.headers, stream=httpx.ByteStream(raw),
-                                  extensions=response.extensions, request=request)
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=httpx.ByteStream(raw),
+                extensions=response.extensions,
+                request=request,
+            )
 
         async def aclose(self):
             await self.inner.aclose()
@@ -173,16 +187,22 @@ def triplets(n: int) -> list[dict]:
         for line in handle:
             if line.strip():
                 record = json.loads(line)
-                rows.append({
-                    "id": record["id"], "question": record["question"], "contexts": list(record["contexts"]),
-                    "answer": record["answer"], "ground_truth": record.get("ground_truth") or "",
-                })
+                rows.append(
+                    {
+                        "id": record["id"],
+                        "question": record["question"],
+                        "contexts": list(record["contexts"]),
+                        "answer": record["answer"],
+                        "ground_truth": record.get("ground_truth") or "",
+                    }
+                )
             if len(rows) == n:
                 break
     return rows
 
 
 # --- our side ----------------------------------------------------------------------------------------
+
 
 def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: float, batch: int = 5) -> dict:
     from rag_eval_pipeline.core.embeddings import Embedder
@@ -214,13 +234,18 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
             import openai
 
             self._client = openai.AsyncOpenAI(
-                base_url=self.settings.base_url, api_key=self.settings.api_key, timeout=self.settings.timeout_s,
-                max_retries=0, http_client=counting_http_client(log, tag, self.settings.timeout_s),
+                base_url=self.settings.base_url,
+                api_key=self.settings.api_key,
+                timeout=self.settings.timeout_s,
+                max_retries=0,
+                http_client=counting_http_client(log, tag, self.settings.timeout_s),
             )
 
     items = [
         EvalItem(
-            qa_id=row["id"], question=row["question"], answer=row["answer"],
+            qa_id=row["id"],
+            question=row["question"],
+            answer=row["answer"],
             contexts=[{"id": f"{row['id']}#{i}", "text": text} for i, text in enumerate(row["contexts"])],
             ground_truth=row["ground_truth"],
         )
@@ -263,9 +288,14 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
     totals = summarize_requests(log, n)
     cross_check = {
         "calls": [len(log), sum(v.get("calls", 0) for v in reported.values())],
-        "prompt_tokens": [sum(r["prompt_tokens"] for r in log), sum(v.get("prompt_tokens", 0) for v in reported.values())],
-        "completion_tokens": [sum(r["completion_tokens"] for r in log),
-                              sum(v.get("completion_tokens", 0) for v in reported.values())],
+        "prompt_tokens": [
+            sum(r["prompt_tokens"] for r in log),
+            sum(v.get("prompt_tokens", 0) for v in reported.values()),
+        ],
+        "completion_tokens": [
+            sum(r["completion_tokens"] for r in log),
+            sum(v.get("completion_tokens", 0) for v in reported.values()),
+        ],
     }
     return {
         "mode": mode,
@@ -284,6 +314,7 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
 
 
 # --- ragas side (runs in the peer venv) --------------------------------------------------------------
+
 
 def ragas_worker(in_path: str, out_path: str) -> None:
     os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
@@ -309,28 +340,38 @@ async def _ragas_all(job: dict) -> dict:
 
     rows = job["rows"]
     samples = [
-        SingleTurnSample(user_input=r["question"], retrieved_contexts=r["contexts"], response=r["answer"],
-                         reference=r["ground_truth"])
+        SingleTurnSample(
+            user_input=r["question"],
+            retrieved_contexts=r["contexts"],
+            response=r["answer"],
+            reference=r["ground_truth"],
+        )
         for r in rows
     ]
     embeddings = HuggingFaceEmbeddings(model=str(get_model_path()), device="cpu")
     await embeddings.aembed_text("warm-up: the model loads once, outside the timing")
     from importlib.metadata import version
 
-    out = {"versions": {name: version(name) for name in ("ragas", "instructor", "openai", "langchain-community")},
-           "variants": {}}
+    out = {
+        "versions": {name: version(name) for name in ("ragas", "instructor", "openai", "langchain-community")},
+        "variants": {},
+    }
     for variant in job["variants"]:
         log: list[dict] = []
         current = {"metric": ""}
         client = openai.AsyncOpenAI(
-            base_url=job["base_url"], api_key="not-needed",
+            base_url=job["base_url"],
+            api_key="not-needed",
             http_client=counting_http_client(log, lambda body: current["metric"], job["timeout_s"]),
         )  # openai's default retries (2) kept: that is how ragas ships against a plain client
         if variant == "as_shipped":
             llm = llm_factory(job["model"], client=client)
         else:
-            llm = InstructorLLM(client=instructor.from_openai(client, mode=instructor.Mode.JSON_SCHEMA),
-                                model=job["model"], provider="openai")
+            llm = InstructorLLM(
+                client=instructor.from_openai(client, mode=instructor.Mode.JSON_SCHEMA),
+                model=job["model"],
+                provider="openai",
+            )
         metrics = {
             "faithfulness": Faithfulness(llm=llm),
             "answer_relevance": AnswerRelevancy(llm=llm, embeddings=embeddings),
@@ -355,22 +396,32 @@ async def _ragas_all(job: dict) -> dict:
                     errors[name][f"{type(error).__name__}: {_normalize(error, 100)}"] += 1
                 walls[name] += time.perf_counter() - started
             n += 1
-            print(f"[ragas {variant}] triplet {n}/{len(samples)} at {sum(walls.values()):.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"[ragas {variant}] triplet {n}/{len(samples)} at {sum(walls.values()):.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             if sum(walls.values()) > budget:
                 break
         per_metric = {
             name: {
                 **summarize_requests([r for r in log if r["tag"] == name], n),
                 "wall_s_per_triplet": round(walls[name] / n, 3),
-                "scored": scored[name], "nan": nans[name], "errors": dict(errors[name]),
+                "scored": scored[name],
+                "nan": nans[name],
+                "errors": dict(errors[name]),
             }
             for name in metrics
         }
         await client.close()
         totals = summarize_requests(log, n)
         totals["wall_s_per_triplet"] = round(sum(walls.values()) / n, 3)
-        out["variants"][variant] = {"triplets": n, "stopped_by_time_budget": n < len(samples),
-                                    "per_metric": per_metric, "four_metrics": totals}
+        out["variants"][variant] = {
+            "triplets": n,
+            "stopped_by_time_budget": n < len(samples),
+            "per_metric": per_metric,
+            "four_metrics": totals,
+        }
     return out
 
 
@@ -379,13 +430,23 @@ def run_ragas(rows: list[dict], base_url: str, model: str, budgets: dict, timeou
         raise SystemExit(f"no peer venv at {PEER_PYTHON}: see this script's docstring for the two pip commands")
     with tempfile.TemporaryDirectory(prefix="cost-vs-ragas-") as tmp:
         in_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        job = {"rows": rows, "base_url": base_url, "model": model, "variants": list(budgets), "budgets": budgets,
-               "timeout_s": timeout_s}
+        job = {
+            "rows": rows,
+            "base_url": base_url,
+            "model": model,
+            "variants": list(budgets),
+            "budgets": budgets,
+            "timeout_s": timeout_s,
+        }
         in_path.write_text(json.dumps(job), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["PYTHONNOUSERSITE"] = "1"
-        subprocess.run([str(PEER_PYTHON), str(Path(__file__).resolve()), "--ragas-worker", str(in_path), str(out_path)],
-                       check=True, env=env, cwd=tmp)  # cwd outside the repo: the project is never importable there
+        subprocess.run(
+            [str(PEER_PYTHON), str(Path(__file__).resolve()), "--ragas-worker", str(in_path), str(out_path)],
+            check=True,
+            env=env,
+            cwd=tmp,
+        )  # cwd outside the repo: the project is never importable there
         return json.loads(out_path.read_text(encoding="utf-8"))
 
 
@@ -401,6 +462,7 @@ def _warm_up(base_url: str, model: str) -> None:
 
 # --- report ------------------------------------------------------------------------------------------
 
+
 def ratios(ours: dict, ragas_out: dict) -> dict:
     table = {}
     for mode, side in ours.items():
@@ -408,11 +470,16 @@ def ratios(ours: dict, ragas_out: dict) -> dict:
             a = side["four_metrics"]["calls_per_triplet"]
             b = peer["four_metrics"]["calls_per_triplet"]
             table[f"{mode}/{variant}"] = {
-                "ours_calls_per_triplet": a, "ragas_calls_per_triplet": b,
+                "ours_calls_per_triplet": a,
+                "ragas_calls_per_triplet": b,
                 "ratio": round(a / b, 3) if b else None,
                 "meets_one_third": bool(b) and a / b <= 1 / 3 + 1e-9,
-                "token_ratio": _ratio(side["four_metrics"], peer["four_metrics"], "prompt_tokens_per_triplet",
-                                      "completion_tokens_per_triplet"),
+                "token_ratio": _ratio(
+                    side["four_metrics"],
+                    peer["four_metrics"],
+                    "prompt_tokens_per_triplet",
+                    "completion_tokens_per_triplet",
+                ),
                 "wall_ratio": _ratio(side["four_metrics"], peer["four_metrics"], "wall_s_per_triplet"),
             }
     return table
@@ -428,8 +495,10 @@ def add_no_dedup_view(report: dict) -> None:
     """
     for mode, side in report["ours"].items():
         n = side["triplets"]
-        calls = sum(k["self_reported"].get("calls", 0) + k["self_reported"].get("cache_hits", 0)
-                    for k in side["by_call_kind"].values())
+        calls = sum(
+            k["self_reported"].get("calls", 0) + k["self_reported"].get("cache_hits", 0)
+            for k in side["by_call_kind"].values()
+        )
         side["four_metrics"]["calls_per_triplet_if_no_cache_hit"] = round(calls / n, 3)
         for variant, peer in report["ragas"].get("variants", {}).items():
             b = peer["four_metrics"]["calls_per_triplet"]
@@ -452,24 +521,34 @@ def print_table(report: dict) -> None:
         for metric, m in side["per_metric"].items():
             shared = f" (shared: {'+'.join(m['call_kinds'])})" if m["shared_with"] else ""
             wall = m["server_s_per_triplet"]
-            print(f"{'ours ' + mode:<24}{metric:<19}{m['calls_per_triplet']:>8}{m['prompt_tokens_per_triplet']:>10}"
-                  f"{m['completion_tokens_per_triplet']:>9}{wall:>9}  {m['scored']}/{n - m['scored']}{shared}")
+            print(
+                f"{'ours ' + mode:<24}{metric:<19}{m['calls_per_triplet']:>8}{m['prompt_tokens_per_triplet']:>10}"
+                f"{m['completion_tokens_per_triplet']:>9}{wall:>9}  {m['scored']}/{n - m['scored']}{shared}"
+            )
         t = side["four_metrics"]
-        print(f"{'ours ' + mode:<24}{'ALL FOUR':<19}{t['calls_per_triplet']:>8}{t['prompt_tokens_per_triplet']:>10}"
-              f"{t['completion_tokens_per_triplet']:>9}{t['wall_s_per_triplet']:>9}")
+        print(
+            f"{'ours ' + mode:<24}{'ALL FOUR':<19}{t['calls_per_triplet']:>8}{t['prompt_tokens_per_triplet']:>10}"
+            f"{t['completion_tokens_per_triplet']:>9}{t['wall_s_per_triplet']:>9}"
+        )
     for variant, side in report["ragas"].get("variants", {}).items():
         n = side["triplets"]
         for metric, m in side["per_metric"].items():
-            print(f"{'ragas ' + variant:<24}{metric:<19}{m['calls_per_triplet']:>8}{m['prompt_tokens_per_triplet']:>10}"
-                  f"{m['completion_tokens_per_triplet']:>9}{m['wall_s_per_triplet']:>9}  {m['scored']}/{n - m['scored']}")
+            print(
+                f"{'ragas ' + variant:<24}{metric:<19}{m['calls_per_triplet']:>8}{m['prompt_tokens_per_triplet']:>10}"
+                f"{m['completion_tokens_per_triplet']:>9}{m['wall_s_per_triplet']:>9}  {m['scored']}/{n - m['scored']}"
+            )
         t = side["four_metrics"]
-        print(f"{'ragas ' + variant:<24}{'ALL FOUR':<19}{t['calls_per_triplet']:>8}{t['prompt_tokens_per_triplet']:>10}"
-              f"{t['completion_tokens_per_triplet']:>9}{t['wall_s_per_triplet']:>9}")
+        print(
+            f"{'ragas ' + variant:<24}{'ALL FOUR':<19}{t['calls_per_triplet']:>8}{t['prompt_tokens_per_triplet']:>10}"
+            f"{t['completion_tokens_per_triplet']:>9}{t['wall_s_per_triplet']:>9}"
+        )
     print()
     for pair, r in report["ratios"].items():
-        print(f"calls ours/ragas {pair:<32} {r['ours_calls_per_triplet']} / {r['ragas_calls_per_triplet']} = {r['ratio']}"
-              f"  (<= 1/3: {r['meets_one_third']}; tokens {r['token_ratio']}, wall {r['wall_ratio']};"
-              f" if no cache hit {r['ratio_if_no_cache_hit']})")
+        print(
+            f"calls ours/ragas {pair:<32} {r['ours_calls_per_triplet']} / {r['ragas_calls_per_triplet']} = {r['ratio']}"
+            f"  (<= 1/3: {r['meets_one_third']}; tokens {r['token_ratio']}, wall {r['wall_ratio']};"
+            f" if no cache hit {r['ratio_if_no_cache_hit']})"
+        )
 
 
 def main() -> None:
@@ -477,10 +556,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=50, help="triplets for our judge (first N HaluEval QA records)")
     parser.add_argument("--ragas-n", type=int, default=None, help="triplets for ragas (default: --n)")
     parser.add_argument("--ragas-variants", default=",".join(RAGAS_VARIANTS))
-    parser.add_argument("--ours-budget-s", type=float, default=300.0,
-                        help="per mode: stop after the batch of 5 triplets that passes it")
-    parser.add_argument("--ragas-budget-s", type=float, default=420.0,
-                        help="per ragas variant: stop after the triplet that passes it")
+    parser.add_argument(
+        "--ours-budget-s", type=float, default=300.0, help="per mode: stop after the batch of 5 triplets that passes it"
+    )
+    parser.add_argument(
+        "--ragas-budget-s", type=float, default=420.0, help="per ragas variant: stop after the triplet that passes it"
+    )
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--timeout-s", type=float, default=300.0, help="per request, ragas side")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -496,8 +577,12 @@ def main() -> None:
         raise SystemExit(f"unknown ragas variants {sorted(unknown)}; known: {RAGAS_VARIANTS}")
     started = time.perf_counter()
     with LocalLlamaServer(n_ctx=args.n_ctx) as server:
-        server_info = {"model": server.model, "n_ctx": server.n_ctx, "n_threads": server.n_threads,
-                       "serves": "one request at a time"}
+        server_info = {
+            "model": server.model,
+            "n_ctx": server.n_ctx,
+            "n_threads": server.n_threads,
+            "serves": "one request at a time",
+        }
         _warm_up(server.base_url, server.model)
         ours = {}
         for mode in ("decomposed", "fused"):
@@ -511,18 +596,22 @@ def main() -> None:
     report = {
         "benchmark": "cost_vs_ragas",
         "what": "LLM calls, prompt/completion tokens and wall seconds per triplet for faithfulness, answer relevance, "
-                "context recall and context precision: our LLM judge (decomposed and fused) vs ragas 0.4.3, same "
-                "triplets, same local llama.cpp server, one run. Cost and robustness only: SmolLM2-135M's verdicts "
-                "are near chance, so no score here says anything about accuracy.",
+        "context recall and context precision: our LLM judge (decomposed and fused) vs ragas 0.4.3, same "
+        "triplets, same local llama.cpp server, one run. Cost and robustness only: SmolLM2-135M's verdicts "
+        "are near chance, so no score here says anything about accuracy.",
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "server": server_info,
-        "triplets": {"source": "../shared/benchmarks/halueval_qa_dev.jsonl, first records", "ours": len(rows),
-                     "ragas": len(ragas_rows), "contexts_per_triplet": sorted({len(r["contexts"]) for r in rows})},
+        "triplets": {
+            "source": "../shared/benchmarks/halueval_qa_dev.jsonl, first records",
+            "ours": len(rows),
+            "ragas": len(ragas_rows),
+            "contexts_per_triplet": sorted({len(r["contexts"]) for r in rows}),
+        },
         "counting": "every HTTP request to the server, through a counting httpx transport under each side's OpenAI "
-                    "client; tokens from the `usage` of each reply. Ours: wall s/t per metric is the server time of "
-                    "the calls it needs; ALL FOUR is the wall time of score_items (judge + embeddings) per triplet. "
-                    "ragas: each metric scored over every triplet in turn with `ascore`; wall s/t is that loop's time.",
+        "client; tokens from the `usage` of each reply. Ours: wall s/t per metric is the server time of "
+        "the calls it needs; ALL FOUR is the wall time of score_items (judge + embeddings) per triplet. "
+        "ragas: each metric scored over every triplet in turn with `ascore`; wall s/t is that loop's time.",
         "ours": ours,
         "ragas": ragas_out,
         "ratios": ratios(ours, ragas_out),
@@ -535,15 +624,19 @@ def main() -> None:
         **{f"ours/{mode}": side["triplets"] for mode, side in ours.items()},
         **{f"ragas/{v}": side["triplets"] for v, side in ragas_out.get("variants", {}).items()},
     }
-    report["note_subsets"] = ("each side takes the triplets in the same order and stops at its time budget, so a side "
-                              "that stopped early measured a prefix of the others' triplets; per-triplet figures are "
-                              "averages over what each side did")
+    report["note_subsets"] = (
+        "each side takes the triplets in the same order and stops at its time budget, so a side "
+        "that stopped early measured a prefix of the others' triplets; per-triplet figures are "
+        "averages over what each side did"
+    )
     add_no_dedup_view(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print_table(report)
-    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
-          f" in {report['total_wall_s']} s")
+    print(
+        f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
+        f" in {report['total_wall_s']} s"
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def timed(env: dict, *args: str, expect: int) -> float:
     completed = subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=600)
     elapsed = time.perf_counter() - started
     if completed.returncode != expect:
-        raise SystemExit(f"rag-eval {' '.join(args)} exited {completed.returncode}, expected {expect}:\n{completed.stderr}")
+        raise SystemExit(
+            f"rag-eval {' '.join(args)} exited {completed.returncode}, expected {expect}:\n{completed.stderr}"
+        )
     return round(elapsed, 2)
 
 
@@ -54,7 +56,9 @@ def main() -> None:
         passing, blocked, peer = [], [], []
         for run in range(args.runs):  # interleaved, so machine load hits all three alike
             passing.append(timed(env, "gate", "--tenant", "demo", "--candidate", f"pass-{run}", expect=0))
-            blocked.append(timed(env, "gate", "--tenant", "demo", "--candidate", f"bad-{run}", "--entry", DEGRADED, expect=1))
+            blocked.append(
+                timed(env, "gate", "--tenant", "demo", "--candidate", f"bad-{run}", "--entry", DEGRADED, expect=1)
+            )
             peer.append(timed(env, "--help", expect=0))
     figures = {
         "tenant": "demo (data/tenants/demo), offline judge",

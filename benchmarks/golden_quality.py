@@ -73,14 +73,22 @@ def add_worktree(revision: str) -> Path:
     sha = subprocess.check_output(["git", "rev-parse", "--short", revision], cwd=REPO_ROOT, text=True).strip()
     path = REPO_ROOT.parent / f".rag-eval-bench-{sha}"
     if not path.exists():
-        subprocess.run(["git", "worktree", "add", "--detach", str(path), sha], cwd=REPO_ROOT, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), sha], cwd=REPO_ROOT, check=True, capture_output=True
+        )
     return path
 
 
 def synthesise(tree: Path, corpus: Path, n: int, cache: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", SYNTHESIS, str(corpus), str(n), str(cache)], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [sys.executable, "-c", SYNTHESIS, str(corpus), str(n), str(cache)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode != 0:
         raise SystemExit(f"synthesis in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -97,6 +105,7 @@ def read_labels() -> dict[str, dict]:
 
 def kept_share(rows: list[dict], labels: dict[str, dict]) -> dict:
     """Share of rows a reviewer keeps, per type and in all."""
+
     def share(subset: list[dict]) -> dict:
         keep = sum(labels[r["question"]]["label"] == "keep" for r in subset)
         return {"n": len(subset), "kept_by_reviewer": keep, "share": round(keep / len(subset), 3) if subset else None}
@@ -108,8 +117,12 @@ def quality_rejections(run: dict, labels: dict[str, dict]) -> dict:
     rejected = [r for r in run["rejected"] if r["stage"] == "quality"]
     discard = [r for r in rejected if labels[r["question"]]["label"] == "discard"]
     wrongly = [{"question": r["question"], "reason": r["reason"]} for r in rejected if r not in discard]
-    return {"rejected": len(rejected), "labelled_discard": len(discard),
-            "precision": round(len(discard) / len(rejected), 3) if rejected else None, "kept_by_reviewer": wrongly}
+    return {
+        "rejected": len(rejected),
+        "labelled_discard": len(discard),
+        "precision": round(len(discard) / len(rejected), 3) if rejected else None,
+        "kept_by_reviewer": wrongly,
+    }
 
 
 def stage_on_earlier_questions(run: dict, labels: dict[str, dict]) -> dict:
@@ -121,11 +134,18 @@ def stage_on_earlier_questions(run: dict, labels: dict[str, dict]) -> dict:
     rejected = [r for r, problem in verdicts if problem]
     discards = [r for r in run["golden"] if labels[r["question"]]["label"] == "discard"]
     caught = [r for r in rejected if labels[r["question"]]["label"] == "discard"]
-    return {"questions": len(verdicts), "rejected": len(rejected), "labelled_discard": len(discards),
-            "precision": round(len(caught) / len(rejected), 3) if rejected else None,
-            "recall": round(len(caught) / len(discards), 3) if discards else None,
-            "rejected_but_kept_by_reviewer": [{"question": r["question"], "reason": p} for r, p in verdicts
-                                              if p and labels[r["question"]]["label"] == "keep"]}
+    return {
+        "questions": len(verdicts),
+        "rejected": len(rejected),
+        "labelled_discard": len(discards),
+        "precision": round(len(caught) / len(rejected), 3) if rejected else None,
+        "recall": round(len(caught) / len(discards), 3) if discards else None,
+        "rejected_but_kept_by_reviewer": [
+            {"question": r["question"], "reason": p}
+            for r, p in verdicts
+            if p and labels[r["question"]]["label"] == "keep"
+        ],
+    }
 
 
 def unlabeled(runs: list[dict], labels: dict[str, dict]) -> list[dict]:
@@ -142,7 +162,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", required=True, help="the earlier commit (today's generator)")
     parser.add_argument("--n", type=int, default=100, help="items requested per golden set")
-    parser.add_argument("--corpus", default="pdfs", help="folder of ../shared/corpus (or of this repository) to synthesise from")
+    parser.add_argument(
+        "--corpus", default="pdfs", help="folder of ../shared/corpus (or of this repository) to synthesise from"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per tree")
     parser.add_argument("--unlabeled", type=Path, help="write the questions that lack a label here (JSONL) and stop")
     args = parser.parse_args()
@@ -162,17 +184,28 @@ def main() -> None:
     missing = unlabeled([runs["before"][0], runs["after"][0]], labels)
     if missing:
         if args.unlabeled:
-            args.unlabeled.write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in missing), encoding="utf-8")
-        raise SystemExit(f"{len(missing)} questions have no label in {LABELS.name}" + (f"; listed in {args.unlabeled}" if args.unlabeled else ""))
+            args.unlabeled.write_text(
+                "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in missing), encoding="utf-8"
+            )
+        raise SystemExit(
+            f"{len(missing)} questions have no label in {LABELS.name}"
+            + (f"; listed in {args.unlabeled}" if args.unlabeled else "")
+        )
     where = corpus.resolve()
     shown = where.relative_to(REPO_ROOT) if where.is_relative_to(REPO_ROOT) else where.relative_to(REPO_ROOT.parent)
-    report = {"corpus": str(shown), "against": args.against, "n_requested": args.n, "repeats": args.repeats,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    report = {
+        "corpus": str(shown),
+        "against": args.against,
+        "n_requested": args.n,
+        "repeats": args.repeats,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
     for name in trees:
         first = runs[name][0]
         per_hour = [round(len(r["golden"]) / r["wall_s"] * 3600) for r in runs[name]]
         report[name] = {
-            "generated": first["generated"], "verified": len(first["golden"]),
+            "generated": first["generated"],
+            "verified": len(first["golden"]),
             "reviewer_keeps": kept_share(first["golden"], labels),
             "rejected_by_stage": dict(Counter(r["stage"] for r in first["rejected"])),
             "quality_stage": quality_rejections(first, labels),
@@ -181,7 +214,8 @@ def main() -> None:
         }
     report["quality_stage_on_before_questions"] = stage_on_earlier_questions(runs["before"][0], labels)
     report["verified_per_hour_ratio_after_before"] = round(
-        report["after"]["verified_per_hour_median"] / report["before"]["verified_per_hour_median"], 3)
+        report["after"]["verified_per_hour_median"] / report["before"]["verified_per_hour_median"], 3
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "golden_quality.json" if args.corpus == "pdfs" else f"golden_quality_{Path(args.corpus).name}.json"
     (RESULTS / name).write_text(json.dumps(report, indent=2) + "\n")
@@ -193,14 +227,22 @@ def print_summary(report: dict) -> None:
     for name in ("before", "after"):
         side = report[name]
         keeps = side["reviewer_keeps"]
-        cells = " ".join(f"{keeps[t]['kept_by_reviewer']:>5}/{keeps[t]['n']:<3} {keeps[t]['share'] or 0:>4.2f}" for t in TYPES)
-        print(f"{name:8} {side['verified']:>8} {keeps['all']['share'] or 0:>9.2f} {cells} {side['verified_per_hour_median']:>8}")
+        cells = " ".join(
+            f"{keeps[t]['kept_by_reviewer']:>5}/{keeps[t]['n']:<3} {keeps[t]['share'] or 0:>4.2f}" for t in TYPES
+        )
+        print(
+            f"{name:8} {side['verified']:>8} {keeps['all']['share'] or 0:>9.2f} {cells} {side['verified_per_hour_median']:>8}"
+        )
     quality = report["after"]["quality_stage"]
     earlier = report["quality_stage_on_before_questions"]
-    print(f"quality stage in the new run: {quality['rejected']} rejected, {quality['labelled_discard']} labelled discard "
-          f"(precision {quality['precision']})")
-    print(f"quality stage on the earlier golden set: {earlier['rejected']} of {earlier['questions']} rejected, precision "
-          f"{earlier['precision']}, recall {earlier['recall']} of {earlier['labelled_discard']} labelled discard")
+    print(
+        f"quality stage in the new run: {quality['rejected']} rejected, {quality['labelled_discard']} labelled discard "
+        f"(precision {quality['precision']})"
+    )
+    print(
+        f"quality stage on the earlier golden set: {earlier['rejected']} of {earlier['questions']} rejected, precision "
+        f"{earlier['precision']}, recall {earlier['recall']} of {earlier['labelled_discard']} labelled discard"
+    )
     print(f"verified pairs per hour, after/before: {report['verified_per_hour_ratio_after_before']}")
 
 

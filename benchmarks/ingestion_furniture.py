@@ -93,7 +93,9 @@ def measure_file(path: Path, relative: str, labels: Labels) -> dict:
         "pages": len(pages),
         "labelled": labelled,
         "removed": len(cleaned.removed),
-        "removed_by_kind": {kind: sum(1 for r in cleaned.removed if r.kind == kind) for kind in ("header", "footer", "page_number")},
+        "removed_by_kind": {
+            kind: sum(1 for r in cleaned.removed if r.kind == kind) for kind in ("header", "footer", "page_number")
+        },
         "missed": missed,
         "lost_lines": len(lost),
         "lost_words": sum(len(line.text.split()) for line in lost),
@@ -150,8 +152,20 @@ def _first_line(pages: list[str]) -> str | None:
     return next((line.strip()[:200] for line in pages[0].splitlines() if line.strip()), None) if pages else None
 
 
-TOTALLED = ("pages", "labelled", "removed", "missed", "lost_lines", "lost_words", "table_lines", "table_chunks",
-            "chunks_before", "chunks_after", "furniture_headings_before", "furniture_headings_after")
+TOTALLED = (
+    "pages",
+    "labelled",
+    "removed",
+    "missed",
+    "lost_lines",
+    "lost_words",
+    "table_lines",
+    "table_chunks",
+    "chunks_before",
+    "chunks_after",
+    "furniture_headings_before",
+    "furniture_headings_after",
+)
 
 
 def main() -> None:

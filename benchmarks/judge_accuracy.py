@@ -120,7 +120,9 @@ def detection(labels: list[int], flagged: list[bool], hallucination_score: list[
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     auc = roc_auc_score(positives, hallucination_score) if 0 < sum(positives) < len(positives) else None
     return {
-        "precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "f1": round(f1, 4),
         "roc_auc": round(auc, 4) if auc is not None else None,
         "accuracy": round(sum(p == f for p, f in zip(positives, flagged)) / len(labels), 4),
     }
@@ -165,11 +167,15 @@ def ablations(records: list[dict]) -> dict:
         }
     none = halueval_figures(records, lambda r: judge_v2(r, frozenset(SIGNALS)))
     out["(no signal: bare rarity-weighted word presence)"] = {
-        f"only_{part}_{measure}": none[part][measure] for part in ("full", "held_out") for measure in ("pairwise_F", "pairwise_graded")
+        f"only_{part}_{measure}": none[part][measure]
+        for part in ("full", "held_out")
+        for measure in ("pairwise_F", "pairwise_graded")
     }
     no_question = halueval_figures(records, lambda r: judge_v2({**r, "question": ""}))
     out["(all signals, question withheld)"] = {
-        f"only_{part}_{measure}": no_question[part][measure] for part in ("full", "held_out") for measure in ("pairwise_F", "pairwise_graded")
+        f"only_{part}_{measure}": no_question[part][measure]
+        for part in ("full", "held_out")
+        for measure in ("pairwise_F", "pairwise_graded")
     }
     return out
 
@@ -221,8 +227,11 @@ def wikiqa_relevance(records: list[dict]) -> dict:
     for record in records:
         question, answer = embedder.embed([record["question"], record["answer"]])
         scores.append(max(0.0, float(question @ answer)))
-    return {"records": len(records), "pairwise_answer_relevance": pairwise_agreement(records, scores),
-            "method": "cosine(question, answer), all-MiniLM-L6-v2"}
+    return {
+        "records": len(records),
+        "pairwise_answer_relevance": pairwise_agreement(records, scores),
+        "method": "cosine(question, answer), all-MiniLM-L6-v2",
+    }
 
 
 def timing(halueval: list[dict], ares: list[dict], count: int = 1000) -> dict:
@@ -266,8 +275,10 @@ def print_table(results: dict) -> None:
     for name, parts in results["halueval_qa_dev"].items():
         for part, fig in parts.items():
             d = fig["detection"]
-            print(f"{name:<20} {part:<9} {fig['pairwise_F']:>6.3f} {fig['pairwise_graded']:>6.3f} "
-                  f"{d['precision']:>6.3f} {d['recall']:>6.3f} {d['f1']:>6.3f} {d['roc_auc']:>6.3f}")
+            print(
+                f"{name:<20} {part:<9} {fig['pairwise_F']:>6.3f} {fig['pairwise_graded']:>6.3f} "
+                f"{d['precision']:>6.3f} {d['recall']:>6.3f} {d['f1']:>6.3f} {d['roc_auc']:>6.3f}"
+            )
     print("\nSignal ablations for offline-support-v2 (pairwise F / graded)")
     for signal, fig in results["halueval_ablations_v2"].items():
         cells = "  ".join(f"{k}={v:.3f}" for k, v in fig.items() if v is not None)

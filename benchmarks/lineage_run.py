@@ -26,8 +26,18 @@ from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
-STAGES = ["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters", "synthetic_qa",
-          "golden_set", "rejected_qa", "candidate_outputs", "metric_scores", "regression_report"]
+STAGES = [
+    "raw_documents",
+    "rejected_documents",
+    "document_chunks",
+    "chunk_clusters",
+    "synthetic_qa",
+    "golden_set",
+    "rejected_qa",
+    "candidate_outputs",
+    "metric_scores",
+    "regression_report",
+]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -40,11 +50,14 @@ def run_lineage(docs: Path) -> dict:
         key = register_partition(instance, "bench", "v1")
         started = time.perf_counter()
         # The golden set's check publishes it: without it nothing can be audited.
-        result = materialize([*ALL_ASSETS, *SYNTHESIS_CHECKS], partition_key=key, instance=instance, resources=resources)
+        result = materialize(
+            [*ALL_ASSETS, *SYNTHESIS_CHECKS], partition_key=key, instance=instance, resources=resources
+        )
         wall = time.perf_counter() - started
         steps = {
             event.step_key: round(event.event_specific_data.duration_ms / 1000, 3)
-            for event in result.all_events if event.event_type_value == "STEP_SUCCESS"
+            for event in result.all_events
+            if event.event_type_value == "STEP_SUCCESS"
         }
         warehouse = Warehouse(Path(scratch) / "warehouse")
         rows = {stage: len(_read(warehouse, stage, result.run_id)) for stage in STAGES}

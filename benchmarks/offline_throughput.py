@@ -31,11 +31,16 @@ def triplets() -> list[EvalItem]:
     for i in range(N_TRIPLETS):
         r = records[i % len(records)]
         suffix = "" if i < len(records) else f" (asked again, {i})"
-        items.append(EvalItem(
-            qa_id=str(i), question=r["question"] + suffix, answer=r["answer"],
-            contexts=[{"id": f"{r['pair_id']}#{n}", "text": t} for n, t in enumerate(r["contexts"])],
-            ground_truth=r["ground_truth"] or "", gold_chunk_ids=[f"{r['pair_id']}#0"],
-        ))
+        items.append(
+            EvalItem(
+                qa_id=str(i),
+                question=r["question"] + suffix,
+                answer=r["answer"],
+                contexts=[{"id": f"{r['pair_id']}#{n}", "text": t} for n, t in enumerate(r["contexts"])],
+                ground_truth=r["ground_truth"] or "",
+                gold_chunk_ids=[f"{r['pair_id']}#0"],
+            )
+        )
     return items
 
 

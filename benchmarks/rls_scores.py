@@ -41,14 +41,45 @@ from rag_eval_pipeline.core.database.upgrade import upgrade  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 SERVER_URL = os.environ.get("RAG_EVAL_BENCH_SERVER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-METRICS = ("faithfulness", "answer_relevance", "context_recall", "context_precision", "contextual_relevancy",
-           "answer_correctness", "hit_rate", "mrr")
+METRICS = (
+    "faithfulness",
+    "answer_relevance",
+    "context_recall",
+    "context_precision",
+    "contextual_relevancy",
+    "answer_correctness",
+    "hit_rate",
+    "mrr",
+)
 VERSION = "v1"
 TARGET_P95_MS = 50.0
-SCORE_COLUMNS = ("tenant_id", "dataset_version", "commit", "run_id", "row_no", "qa_id", "metric", "score", "status",
-                 "reason", "evidence", "judge", "k", "created_at")
-REPORT_COLUMNS = ("tenant_id", "dataset_version", "commit", "run_id", "verdict", "summary", "markdown", "html",
-                  "created_at")
+SCORE_COLUMNS = (
+    "tenant_id",
+    "dataset_version",
+    "commit",
+    "run_id",
+    "row_no",
+    "qa_id",
+    "metric",
+    "score",
+    "status",
+    "reason",
+    "evidence",
+    "judge",
+    "k",
+    "created_at",
+)
+REPORT_COLUMNS = (
+    "tenant_id",
+    "dataset_version",
+    "commit",
+    "run_id",
+    "verdict",
+    "summary",
+    "markdown",
+    "html",
+    "created_at",
+)
 
 LATEST_REPORTS = """
 select commit, run_id, verdict, summary, created_at from {schema}.regression_reports
@@ -86,8 +117,9 @@ def queries(explicit_tenant: bool) -> dict[str, text]:
     return {
         "latest_reports": text(LATEST_REPORTS.format(schema=SCHEMA, tenant=tenant)),
         "metric_history": text(HISTORY.format(schema=SCHEMA, tenant=tenant, score_tenant=score_tenant)),
-        "metric_history_join_first": text(HISTORY_JOIN_FIRST.format(schema=SCHEMA, tenant=tenant,
-                                                                    score_tenant=score_tenant)),
+        "metric_history_join_first": text(
+            HISTORY_JOIN_FIRST.format(schema=SCHEMA, tenant=tenant, score_tenant=score_tenant)
+        ),
     }
 
 
@@ -115,20 +147,50 @@ def load(admin_url: str, tenants: list[str], rows: int, commits: int) -> dict:
                 for item in range(items):
                     for metric in METRICS:
                         measured = rng.random() > 0.05
-                        scores.write(tsv((tenant, VERSION, commit, run_id, row_no, f"q{item:04d}", metric,
-                                          round(rng.random(), 4) if measured else None,
-                                          "ok" if measured else "unmeasured", "" if measured else "no statement",
-                                          "{}", "offline-support-v2", 5, created.isoformat())))
+                        scores.write(
+                            tsv(
+                                (
+                                    tenant,
+                                    VERSION,
+                                    commit,
+                                    run_id,
+                                    row_no,
+                                    f"q{item:04d}",
+                                    metric,
+                                    round(rng.random(), 4) if measured else None,
+                                    "ok" if measured else "unmeasured",
+                                    "" if measured else "no statement",
+                                    "{}",
+                                    "offline-support-v2",
+                                    5,
+                                    created.isoformat(),
+                                )
+                            )
+                        )
                         row_no += 1
                 verdict = "pass" if rng.random() > 0.2 else "block"
                 summary = json.dumps({"verdict": verdict, "metrics": {m: round(rng.random(), 3) for m in METRICS}})
-                reports.write(tsv((tenant, VERSION, commit, run_id, verdict, summary.replace("\\", "\\\\"),
-                                   f"# Report {commit}\\n" + "row " * 200, "<html>" + "<p>cell</p>" * 400 + "</html>",
-                                   created.isoformat())))
+                reports.write(
+                    tsv(
+                        (
+                            tenant,
+                            VERSION,
+                            commit,
+                            run_id,
+                            verdict,
+                            summary.replace("\\", "\\\\"),
+                            f"# Report {commit}\\n" + "row " * 200,
+                            "<html>" + "<p>cell</p>" * 400 + "</html>",
+                            created.isoformat(),
+                        )
+                    )
+                )
                 loaded["metric_scores"] += row_no
                 loaded["regression_reports"] += 1
-            for table, columns, buffer in (("metric_scores", SCORE_COLUMNS, scores),
-                                           ("regression_reports", REPORT_COLUMNS, reports)):
+            for table, columns, buffer in (
+                ("metric_scores", SCORE_COLUMNS, scores),
+                ("regression_reports", REPORT_COLUMNS, reports),
+            ):
                 buffer.seek(0)
                 cursor.copy_expert(f"copy {SCHEMA}.{table} ({', '.join(columns)}) from stdin", buffer)
             raw.commit()
@@ -143,9 +205,13 @@ def load(admin_url: str, tenants: list[str], rows: int, commits: int) -> dict:
 
 def summary(samples_ms: list[float]) -> dict:
     ordered = sorted(samples_ms)
-    return {"median_ms": round(statistics.median(ordered), 3),
-            "p95_ms": round(statistics.quantiles(ordered, n=100)[94], 3),
-            "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3), "runs": len(ordered)}
+    return {
+        "median_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(statistics.quantiles(ordered, n=100)[94], 3),
+        "min_ms": round(ordered[0], 3),
+        "max_ms": round(ordered[-1], 3),
+        "runs": len(ordered),
+    }
 
 
 def plans(database, tenant: str) -> dict:
@@ -177,7 +243,9 @@ def main() -> None:
         upgrade(admin_url.render_as_string(hide_password=False))
         tenants = [f"tenant-{number:03d}" for number in range(args.tenants)]
         loaded = load(admin_url.render_as_string(hide_password=False), tenants, args.rows, args.commits)
-        app = open_results_database(admin_url.set(username=APP_ROLE, password=None).render_as_string(hide_password=False))
+        app = open_results_database(
+            admin_url.set(username=APP_ROLE, password=None).render_as_string(hide_password=False)
+        )
         peer = build_engine(admin_url)  # the superuser bypasses RLS: the same pool settings, the tenant in the WHERE
         rls_queries, peer_queries = queries(explicit_tenant=False), queries(explicit_tenant=True)
         timings = {side: {query: [] for query in rls_queries} for side in ("rls", "no_rls")}
@@ -187,7 +255,7 @@ def main() -> None:
             tenant = rng.choice(tenants)
             for query in rls_queries:
                 results = {}
-                for side in (("rls", "no_rls") if rep % 2 else ("no_rls", "rls")):
+                for side in ("rls", "no_rls") if rep % 2 else ("no_rls", "rls"):
                     started = time.perf_counter()
                     if side == "rls":
                         with app.tenant(tenant) as connection:
@@ -200,8 +268,10 @@ def main() -> None:
                     if rep >= warmup:
                         timings[side][query].append(elapsed_ms)
                 if results["rls"] != results["no_rls"] or not results["rls"]:
-                    raise SystemExit(f"{query} for {tenant}: RLS returned {len(results['rls'])} rows, "
-                                     f"the explicit filter {len(results['no_rls'])}")
+                    raise SystemExit(
+                        f"{query} for {tenant}: RLS returned {len(results['rls'])} rows, "
+                        f"the explicit filter {len(results['no_rls'])}"
+                    )
         shown_plans = plans(app, tenants[0])
         with peer.connect() as connection:
             server_version = connection.execute(text("show server_version")).scalar()
@@ -215,15 +285,20 @@ def main() -> None:
 
     figures = {
         "command": "python benchmarks/rls_scores.py " + " ".join(sys.argv[1:]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "postgres": server_version, "shared_buffers": shared_buffers,
-                    "load_average_1m": {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)},
-                    "note": "other jobs share the machine; both sides alternate, so their load hits both alike"},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "postgres": server_version,
+            "shared_buffers": shared_buffers,
+            "load_average_1m": {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)},
+            "note": "other jobs share the machine; both sides alternate, so their load hits both alike",
+        },
         "data": {"tenants": args.tenants, "commits_per_tenant": args.commits, **loaded},
         "queries": {
             "latest_reports": "a tenant's latest 50 regression reports (commit, run, verdict, summary, created_at)",
             "metric_history": "mean score per commit and metric over the tenant's latest 100 commits "
-                              "(each commit aggregated in a LATERAL subquery)",
+            "(each commit aggregated in a LATERAL subquery)",
             "metric_history_join_first": "the same result, joining all the commits' scores before grouping",
         },
         "timed": "one whole transaction per run: pool checkout (with its ping), BEGIN, [set tenant,] query, COMMIT",
@@ -234,9 +309,12 @@ def main() -> None:
     for query in timings["rls"]:
         rls, no_rls = summary(timings["rls"][query]), summary(timings["no_rls"][query])
         figures["results"][query] = {
-            "rls": rls, "no_rls": no_rls,
-            "ratio_rls_to_no_rls": {"median": round(rls["median_ms"] / no_rls["median_ms"], 2),
-                                    "p95": round(rls["p95_ms"] / no_rls["p95_ms"], 2)},
+            "rls": rls,
+            "no_rls": no_rls,
+            "ratio_rls_to_no_rls": {
+                "median": round(rls["median_ms"] / no_rls["median_ms"], 2),
+                "p95": round(rls["p95_ms"] / no_rls["p95_ms"], 2),
+            },
             "rls_p95_within_target": rls["p95_ms"] < TARGET_P95_MS,
         }
     RESULTS.mkdir(exist_ok=True)

@@ -47,7 +47,9 @@ def run_once(docs: Path, make_generator, embedder: Embedder, n: int) -> dict:
         "kept_rate": round(len(golden) / generated, 4) if generated else 0.0,
         "type_mix_verified": {t: int(v) for t, v in golden["question_type"].value_counts().items()},
         "plan": plan.to_dict("records"),
-        "gold_in_top5_share": round(float(answerable["round_trip_rank"].between(1, 5).mean()), 4) if len(answerable) else None,
+        "gold_in_top5_share": round(float(answerable["round_trip_rank"].between(1, 5).mean()), 4)
+        if len(answerable)
+        else None,
         "rejected_by_stage": {str(s): int(v) for s, v in rejected["stage"].value_counts().items()},
         "rejection_examples": rejected[["question_type", "stage", "reason"]].head(8).to_dict("records"),
     }
@@ -61,8 +63,12 @@ def offline(docs: Path, n: int, repeats: int) -> dict:
         cold = run_once(docs, make, embedder, n)
         warm = [run_once(docs, make, embedder, n) for _ in range(repeats)]
     median = statistics.median(r["verified_per_hour"] for r in warm)
-    return {"cold": cold, "warm_runs": warm, "warm_median_verified_per_hour": median,
-            "sla_met": median > SLA_PER_HOUR and cold["verified_per_hour"] > SLA_PER_HOUR}
+    return {
+        "cold": cold,
+        "warm_runs": warm,
+        "warm_median_verified_per_hour": median,
+        "sla_met": median > SLA_PER_HOUR and cold["verified_per_hour"] > SLA_PER_HOUR,
+    }
 
 
 def llm(docs: Path, n: int) -> dict:
@@ -70,7 +76,9 @@ def llm(docs: Path, n: int) -> dict:
     from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
 
     with tempfile.TemporaryDirectory() as scratch, LocalLlamaServer(n_ctx=4096) as server:
-        settings = LLMSettings(base_url=server.base_url, model=server.model, response_format="json_object_schema", concurrency=1)
+        settings = LLMSettings(
+            base_url=server.base_url, model=server.model, response_format="json_object_schema", concurrency=1
+        )
         generator = build_llm_generator(settings, None)
         embedder = Embedder(Path(scratch) / "embeddings.sqlite")
         embedder.embed(list(_chunk_texts(docs)))  # the offline figure's cold cost is reported there
@@ -99,7 +107,9 @@ def main() -> None:
     parser.add_argument("--skip-llm", action="store_true")
     args = parser.parse_args()
     results = {
-        "corpus": str(args.docs.relative_to(ROOT.parent)) if args.docs.resolve().is_relative_to(ROOT.parent) else str(args.docs),
+        "corpus": str(args.docs.relative_to(ROOT.parent))
+        if args.docs.resolve().is_relative_to(ROOT.parent)
+        else str(args.docs),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "sla_verified_per_hour": SLA_PER_HOUR,
         "offline": offline(args.docs, args.n, args.repeats),
@@ -109,10 +119,17 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "synthesis_throughput.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in results.items() if k != "offline"} | {
-        "offline_cold_per_hour": results["offline"]["cold"]["verified_per_hour"],
-        "offline_warm_median_per_hour": results["offline"]["warm_median_verified_per_hour"],
-    }, indent=2, default=str)[:3000])
+    print(
+        json.dumps(
+            {k: v for k, v in results.items() if k != "offline"}
+            | {
+                "offline_cold_per_hour": results["offline"]["cold"]["verified_per_hour"],
+                "offline_warm_median_per_hour": results["offline"]["warm_median_verified_per_hour"],
+            },
+            indent=2,
+            default=str,
+        )[:3000]
+    )
     print(f"written to {out}")
 
 

@@ -78,8 +78,13 @@ def warm_loads(server, runs: int, edges: int, title: str) -> tuple[dict[str, lis
 def summary(loads: list) -> dict:
     walls = [round(load.wall_s, 3) for load in loads]
     browser = [round(load.browser_s, 3) for load in loads]
-    figures = {"median_s": round(statistics.median(walls), 3), "max_s": max(walls), "runs_s": walls,
-               "browser_clock_median_s": round(statistics.median(browser), 3), "browser_clock_runs_s": browser}
+    figures = {
+        "median_s": round(statistics.median(walls), 3),
+        "max_s": max(walls),
+        "runs_s": walls,
+        "browser_clock_median_s": round(statistics.median(browser), 3),
+        "browser_clock_runs_s": browser,
+    }
     if "metadata_s" in loads[0].shown:  # the report page: when the latest materialization's metadata showed
         figures["metadata_shown_median_s"] = round(statistics.median(load.shown["metadata_s"] for load in loads), 3)
     return figures
@@ -99,21 +104,35 @@ def main() -> None:
             cold = cold_loads(server, args.runs, edges, title)
             warm, chromium_version = warm_loads(server, args.runs, edges, title)
         load_after = os.getloadavg()
-    modes = {"cold": {page: summary(loads) for page, loads in cold.items()},
-             "warm": {page: summary(loads) for page, loads in warm.items()}}
-    verdicts = {f"{page}_{mode}": "pass" if modes[mode][page]["median_s"] < SLA_S else "fail"
-                for mode in modes for page in ("asset_graph", "report")}
+    modes = {
+        "cold": {page: summary(loads) for page, loads in cold.items()},
+        "warm": {page: summary(loads) for page, loads in warm.items()},
+    }
+    verdicts = {
+        f"{page}_{mode}": "pass" if modes[mode][page]["median_s"] < SLA_S else "fail"
+        for mode in modes
+        for page in ("asset_graph", "report")
+    }
     figures = {
         "sla_s": SLA_S,
         "sla": {**verdicts, "all": "pass" if set(verdicts.values()) == {"pass"} else "fail"},
         "runs": args.runs,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_average_1m": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)}},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_1m": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
+        },
         "dagster": dagster_version,
         "chromium": chromium_version,
         "lineage": {"assets": len(LINEAGE), "edges": edges},
-        "ratio_to_peer": {mode: {page: round(modes[mode][page]["median_s"] / modes[mode]["peer"]["median_s"], 1)
-                                 for page in ("asset_graph", "report")} for mode in modes},
+        "ratio_to_peer": {
+            mode: {
+                page: round(modes[mode][page]["median_s"] / modes[mode]["peer"]["median_s"], 1)
+                for page in ("asset_graph", "report")
+            }
+            for mode in modes
+        },
         **modes,
     }
     RESULTS.mkdir(exist_ok=True)

@@ -56,10 +56,16 @@ def production_resources(current: settings.Settings) -> dict:
     shared_cache = EnvVar(variable["cache_url"]) if production.cache_url else None
     embedder = EmbedderResource(cache_path=shared_cache or str(current.warehouse_root / EMBEDDING_CACHE_FILE))
     database_url = EnvVar(variable["database_url"])
-    object_store = {
-        "object_store_url": production.object_store_url, "object_store_endpoint": production.object_store_endpoint,
-        "access_key_id": EnvVar("AWS_ACCESS_KEY_ID"), "secret_access_key": EnvVar("AWS_SECRET_ACCESS_KEY"),
-    } if production.object_store_url else {}
+    object_store = (
+        {
+            "object_store_url": production.object_store_url,
+            "object_store_endpoint": production.object_store_endpoint,
+            "access_key_id": EnvVar("AWS_ACCESS_KEY_ID"),
+            "secret_access_key": EnvVar("AWS_SECRET_ACCESS_KEY"),
+        }
+        if production.object_store_url
+        else {}
+    )
     judge_cache = shared_cache if current.judge.cache == production.cache_url else current.judge.cache
     return {
         "io_manager": ProductionIOManager(database_url=database_url, root=str(current.warehouse_root), **object_store),
@@ -80,7 +86,8 @@ def build_definitions() -> Definitions:
             jobs=[full_pipeline_job, synthesis_job, audit_job],
             sensors=[*SENSORS, dead_run_sensor],
             schedules=SCHEDULES,
-            resources=production_resources(current) if current.production.enabled
+            resources=production_resources(current)
+            if current.production.enabled
             else local_resources(current.documents_root, current.warehouse_root),
             # The multiprocess executor costs about 3 s per step on 2 cores; these steps are short.
             executor=in_process_executor,

@@ -79,8 +79,10 @@ def _env_references(node) -> list[str]:
 
 def _unset_message(name: str, config: Path, postgres: dict) -> str:
     if postgres.get("postgres_url") == {"env": name}:
-        return (f"environment variable {name} is not set; the Dagster instance config {config} stores runs in "
-                f"Postgres at that URL: set it, e.g. {name}={EXAMPLE_PG_URL}")
+        return (
+            f"environment variable {name} is not set; the Dagster instance config {config} stores runs in "
+            f"Postgres at that URL: set it, e.g. {name}={EXAMPLE_PG_URL}"
+        )
     return f"environment variable {name} is not set; the Dagster instance config {config} reads it"
 
 
@@ -96,7 +98,9 @@ def _connection_params(postgres: dict) -> dict:
         try:
             return psycopg2.extensions.parse_dsn(str(_resolve(postgres["postgres_url"])))
         except psycopg2.ProgrammingError:  # libpq's message may quote the URL, password included
-            raise InstanceConfigError(f"invalid Postgres URL in the Dagster instance config (expected e.g. {EXAMPLE_PG_URL})") from None
+            raise InstanceConfigError(
+                f"invalid Postgres URL in the Dagster instance config (expected e.g. {EXAMPLE_PG_URL})"
+            ) from None
     fields = {key: _resolve(value) for key, value in (postgres.get("postgres_db") or {}).items()}
     keys = {"hostname": "host", "port": "port", "username": "user", "password": "password", "db_name": "dbname"}
     return {keys[key]: value for key, value in fields.items() if key in keys and value is not None}
@@ -117,7 +121,9 @@ def _connection_problem(params: dict, message: str) -> str:
     database, user = params.get("dbname") or params.get("user") or "postgres", params.get("user") or "postgres"
     first_line = message.strip().splitlines()[0] if message.strip() else "no reason given"
     if f'database "{database}" does not exist' in message:
-        return (f'database "{database}" does not exist on the Postgres server at {host}:{port}; create it with '
-                f"`psql -h {host} -p {port} -U {user} -d postgres -c 'CREATE DATABASE \"{database}\"'` "
-                f"(or `createdb -h {host} -p {port} -U {user} {database}`)")
+        return (
+            f'database "{database}" does not exist on the Postgres server at {host}:{port}; create it with '
+            f"`psql -h {host} -p {port} -U {user} -d postgres -c 'CREATE DATABASE \"{database}\"'` "
+            f"(or `createdb -h {host} -p {port} -U {user} {database}`)"
+        )
     return f"cannot connect to Postgres at {host}:{port} (database {database!r}) for the Dagster instance: {first_line}"

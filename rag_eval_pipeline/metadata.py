@@ -39,8 +39,10 @@ def _keeps_its_run_alive(fn: Callable) -> Callable:
     """Every lineage step takes the run_liveness resource (resources/liveness.py), so every lineage run records
     who executes it and beats a heartbeat. A parameter, not required_resource_keys: Dagster refuses both at once."""
     if RUN_LIVENESS_KEY not in inspect.signature(fn).parameters:
-        raise TypeError(f"lineage step {fn.__name__} must take `{RUN_LIVENESS_KEY}: RunLivenessResource`: without it "
-                        "a run of only this step records no liveness, and a dead one would hold its tenant's queue")
+        raise TypeError(
+            f"lineage step {fn.__name__} must take `{RUN_LIVENESS_KEY}: RunLivenessResource`: without it "
+            "a run of only this step records no liveness, and a dead one would hold its tenant's queue"
+        )
     return fn
 
 

@@ -120,11 +120,15 @@ class ProductionSettings(BaseModel):
     @model_validator(mode="after")
     def _object_store_needs_the_database(self) -> "ProductionSettings":
         if self.object_store_url and not self.database_url:
-            raise ValueError("RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_DATABASE_URL is not: production mode "
-                             "keeps the results in Postgres, so set both (or neither, for the embedded mode)")
+            raise ValueError(
+                "RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_DATABASE_URL is not: production mode "
+                "keeps the results in Postgres, so set both (or neither, for the embedded mode)"
+            )
         if self.object_store_url and not self.object_store_endpoint:
-            raise ValueError("RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_OBJECT_STORE_ENDPOINT is not: "
-                             "name the S3-compatible server, e.g. http://127.0.0.1:8333")
+            raise ValueError(
+                "RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_OBJECT_STORE_ENDPOINT is not: "
+                "name the S3-compatible server, e.g. http://127.0.0.1:8333"
+            )
         return self
 
     @property
@@ -156,16 +160,21 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
         for name, (variable, folder) in LOCATIONS.items()
     }
     judge = {name: value for name, variable in JUDGE_VARIABLES.items() if (value := _value(environ, variable))}
-    production = {name: value for name, variable in PRODUCTION_VARIABLES.items() if (value := _value(environ, variable))}
+    production = {
+        name: value for name, variable in PRODUCTION_VARIABLES.items() if (value := _value(environ, variable))
+    }
     judge.setdefault("cache", production.get("cache_url") or str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
     try:
         return Settings(
-            **locations, judge=JudgeSettings(**judge), candidate_modules=modules,
+            **locations,
+            judge=JudgeSettings(**judge),
+            candidate_modules=modules,
             followed_branch=FollowedBranch(**branch) if "repo" in branch else None,
-            production=ProductionSettings(**production), **runs,
+            production=ProductionSettings(**production),
+            **runs,
         )
     except ValidationError as error:
         raise SettingsError("; ".join(_problem(problem) for problem in error.errors())) from None
@@ -180,8 +189,12 @@ def _problem(problem: dict) -> str:
     if problem["type"] == "value_error":
         return str(problem["ctx"]["error"])  # names its variables; the values may hold passwords
     field = str(problem["loc"][-1])
-    variable = (JUDGE_VARIABLES.get(field) or PRODUCTION_VARIABLES.get(field)
-                or {"run_stale_after_s": RUN_STALE_AFTER_VARIABLE}.get(field) or LOCATIONS.get(field, (field,))[0])
+    variable = (
+        JUDGE_VARIABLES.get(field)
+        or PRODUCTION_VARIABLES.get(field)
+        or {"run_stale_after_s": RUN_STALE_AFTER_VARIABLE}.get(field)
+        or LOCATIONS.get(field, (field,))[0]
+    )
     context = problem.get("ctx") or {}
     wanted = {
         "int_parsing": "must be an integer",

@@ -29,15 +29,27 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 HOST = "127.0.0.1"
 
 # The lineage as the README draws it: every table is an asset, and the asset graph must show them all.
-LINEAGE = ["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters",
-           "synthetic_qa", "generation_failures", "generation_plan", "golden_set", "rejected_qa", "synthesis_plan",
-           "candidate_outputs", "metric_scores", "regression_report"]
+LINEAGE = [
+    "raw_documents",
+    "rejected_documents",
+    "document_chunks",
+    "chunk_clusters",
+    "synthetic_qa",
+    "generation_failures",
+    "generation_plan",
+    "golden_set",
+    "rejected_qa",
+    "synthesis_plan",
+    "candidate_outputs",
+    "metric_scores",
+    "regression_report",
+]
 REPORT_ASSET = "regression_report"
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
 
 CHROMIUM_FLAGS = [
     "--headless=new",
-    "--no-sandbox",              # we run as root in a container
+    "--no-sandbox",  # we run as root in a container
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
@@ -45,10 +57,10 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--disable-dev-shm-usage",   # a container's /dev/shm is small
-    "--window-size=1600,1000",   # the whole lineage fits on screen
+    "--disable-dev-shm-usage",  # a container's /dev/shm is small
+    "--window-size=1600,1000",  # the whole lineage fits on screen
 ]
-POLL_S = 0.05                    # WebDriverWait's default (0.5 s) would blur the timings
+POLL_S = 0.05  # WebDriverWait's default (0.5 s) would blur the timings
 
 
 def declared_lineage() -> tuple[set[str], int]:
@@ -68,6 +80,7 @@ def require_chromium() -> None:
 
 # --- processes, by PID ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Proc:
     """A PID with its start time, so a PID the kernel has handed to someone else is never signalled."""
@@ -82,7 +95,7 @@ def _stat(pid: int) -> tuple[int, int, str, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
     return int(fields[1]), int(fields[3]), fields[0], int(fields[19])
 
 
@@ -146,6 +159,7 @@ def stop_processes(root: Proc, known: set[Proc], grace_s: float = 20.0) -> set[P
 
 # --- the instance and dagster dev ---------------------------------------------------------------------
 
+
 def _log_tail(path: Path, lines: int = 60) -> str:
     text = path.read_text(errors="replace") if path.exists() else ""
     return "\n".join(text.splitlines()[-lines:])
@@ -159,8 +173,9 @@ def prepare_instance(root: Path) -> dict[str, str]:
     env = {**os.environ, "DAGSTER_HOME": str(home), "RAG_EVAL_WAREHOUSE": str(root / "warehouse")}
     log = root / "demo.log"
     with log.open("w") as out:
-        status = subprocess.run([str(VENV_BIN / "rag-eval"), "demo"], cwd=REPO_ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            [str(VENV_BIN / "rag-eval"), "demo"], cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     if status != 0:
         raise RuntimeError(f"`rag-eval demo` exited with {status}:\n{_log_tail(log)}")
     return env
@@ -198,8 +213,11 @@ class DagsterDev:
     procs: set[Proc] = field(default_factory=set)
 
     def graphql(self, query: str) -> dict:
-        request = urllib.request.Request(f"{self.url}/graphql", data=json.dumps({"query": query}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/graphql",
+            data=json.dumps({"query": query}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.load(response)["data"]
 
@@ -216,8 +234,11 @@ def _location_errors(server: DagsterDev) -> list[str] | None:
     entries = data["workspaceOrError"]["locationEntries"]
     if not entries or any(entry["loadStatus"] != "LOADED" for entry in entries):
         return None
-    return [entry["locationOrLoadError"]["message"] for entry in entries
-            if entry["locationOrLoadError"]["__typename"] == "PythonError"]
+    return [
+        entry["locationOrLoadError"]["message"]
+        for entry in entries
+        if entry["locationOrLoadError"]["__typename"] == "PythonError"
+    ]
 
 
 def _wait_ready(server: DagsterDev, timeout: float) -> None:
@@ -245,8 +266,14 @@ def dagster_dev(env: dict[str, str], log: Path, ready_timeout: float = 120.0) ->
     port = free_port()
     command = [str(VENV_BIN / "dagster"), "dev", "-h", HOST, "-p", str(port), "-w", "workspace.yaml"]
     with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGNALS, *command], cwd=REPO_ROOT,
-                                   env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGNALS, *command],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = DagsterDev(f"http://{HOST}:{port}", process, log)
     root = proc_of(process.pid)
     try:
@@ -266,9 +293,10 @@ def dagster_dev(env: dict[str, str], log: Path, ready_timeout: float = 120.0) ->
 
 # --- Chromium -----------------------------------------------------------------------------------------
 
+
 @dataclass
 class Browser:
-    driver: object                # selenium.webdriver.Chrome
+    driver: object  # selenium.webdriver.Chrome
     procs: set[Proc] = field(default_factory=set)
 
     @property
@@ -304,10 +332,13 @@ def chromium() -> Iterator[Browser]:
             finally:
                 survivors = stop_processes(root, browser.procs, grace_s=5.0)
             if survivors:
-                raise RuntimeError(f"Chromium processes still running after SIGKILL: {sorted(p.pid for p in survivors)}")
+                raise RuntimeError(
+                    f"Chromium processes still running after SIGKILL: {sorted(p.pid for p in survivors)}"
+                )
 
 
 # --- timed page loads ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Load:
@@ -374,9 +405,13 @@ def load_asset_graph(driver, server_url: str, assets: list[str], edges: int, tim
     """Load the asset graph until every asset in assets is a node and at least edges edges are drawn."""
     started = time.perf_counter()
     driver.get(asset_graph_url(server_url))
-    shown = _wait_for(driver, lambda d: d.execute_script(_GRAPH_PROBE),
-                      lambda s: all(any(shows(label, a) for label in s["labels"]) for a in assets) and s["edges"] >= edges,
-                      timeout, f"the lineage {assets} with {edges} edges")
+    shown = _wait_for(
+        driver,
+        lambda d: d.execute_script(_GRAPH_PROBE),
+        lambda s: all(any(shows(label, a) for label in s["labels"]) for a in assets) and s["edges"] >= edges,
+        timeout,
+        f"the lineage {assets} with {edges} edges",
+    )
     return Load(time.perf_counter() - started, shown.pop("at") / 1000, shown)
 
 
@@ -395,14 +430,26 @@ def load_report(driver, server_url: str, asset: str, title: str, timeout: float 
 
     started = time.perf_counter()
     driver.get(f"{server_url}/assets/{asset}")
-    metadata = _wait_for(driver, lambda d: d.execute_script(_METADATA_PROBE),
-                         lambda s: s["rows"].get("verdict") and "Markdown" in s["rows"].get("report", ""),
-                         timeout, f"the latest {asset} materialization's verdict and report")
+    metadata = _wait_for(
+        driver,
+        lambda d: d.execute_script(_METADATA_PROBE),
+        lambda s: s["rows"].get("verdict") and "Markdown" in s["rows"].get("report", ""),
+        timeout,
+        f"the latest {asset} materialization's verdict and report",
+    )
     driver.find_element(By.XPATH, "//tr[td[1][normalize-space()='report']]//a[contains(., 'Markdown')]").click()
-    dialog = _wait_for(driver, lambda d: d.execute_script(_DIALOG_PROBE), lambda s: title in s["headings"],
-                       timeout, f"the report titled {title!r}")
-    shown = {"verdict": metadata["rows"]["verdict"], "metadata_s": round(metadata["at"] / 1000, 3),
-             "headings": dialog["headings"]}
+    dialog = _wait_for(
+        driver,
+        lambda d: d.execute_script(_DIALOG_PROBE),
+        lambda s: title in s["headings"],
+        timeout,
+        f"the report titled {title!r}",
+    )
+    shown = {
+        "verdict": metadata["rows"]["verdict"],
+        "metadata_s": round(metadata["at"] / 1000, 3),
+        "headings": dialog["headings"],
+    }
     return Load(time.perf_counter() - started, dialog["at"] / 1000, shown)
 
 
@@ -410,7 +457,13 @@ def load_peer(driver, server_url: str, timeout: float = 30.0) -> Load:
     """A trivial page of the same server (/server_info, a few bytes of JSON): the floor for a page load."""
     started = time.perf_counter()
     driver.get(f"{server_url}/server_info")
-    shown = _wait_for(driver, lambda d: d.execute_script(
-        "return {text: document.body ? document.body.innerText : '', at: performance.now()}"),
-        lambda s: "dagster_webserver_version" in s["text"], timeout, "/server_info")
+    shown = _wait_for(
+        driver,
+        lambda d: d.execute_script(
+            "return {text: document.body ? document.body.innerText : '', at: performance.now()}"
+        ),
+        lambda s: "dagster_webserver_version" in s["text"],
+        timeout,
+        "/server_info",
+    )
     return Load(time.perf_counter() - started, shown.pop("at") / 1000, shown)

@@ -102,8 +102,16 @@ def _payload(reply: Reply, model: str) -> dict:
     if reply.status != 200:
         return {"error": {"message": reply.content}}
     return {
-        "id": "fake", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                     "message": {"role": "assistant", "content": reply.content}}],
+        "id": "fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": reply.finish_reason,
+                "message": {"role": "assistant", "content": reply.content},
+            }
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from rag_eval_pipeline.core.warehouse import Warehouse
-from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, REFUSAL, REJECTED_COLUMNS, SIMPLE, UNANSWERABLE, items_frame
+from rag_eval_pipeline.synthesis.items import (
+    GOLDEN_COLUMNS,
+    REFUSAL,
+    REJECTED_COLUMNS,
+    SIMPLE,
+    UNANSWERABLE,
+    items_frame,
+)
 from rag_eval_pipeline.synthesis.pipeline import PLAN_COLUMNS
 from rag_eval_pipeline.synthesis.quality import assess
 from rag_eval_pipeline.synthesis.versions import publish
@@ -26,9 +33,15 @@ def review_item(question_type, chunk_ids, question, ground_truth, chunks=None):
     return item_from(chunks or CHUNKS, question_type, chunk_ids, question, ground_truth)
 
 
-LOGS = review_item(SIMPLE, ["retention.md#0"], 'How long are API request logs, not the "audit" log, retained?',
-                   "They are retained for 90 days, then deleted.")
-BACKUPS = review_item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days.")
+LOGS = review_item(
+    SIMPLE,
+    ["retention.md#0"],
+    'How long are API request logs, not the "audit" log, retained?',
+    "They are retained for 90 days, then deleted.",
+)
+BACKUPS = review_item(
+    SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days."
+)
 HOTEL = review_item(SIMPLE, ["travel.md#0"], "What is the hotel cap in Zürich?", "The hotel cap is EUR 230 per night.")
 TOKYO = review_item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL)
 ITEMS = [LOGS, BACKUPS, HOTEL, TOKYO]
@@ -44,22 +57,44 @@ def golden_frame(items) -> pd.DataFrame:
 
 
 def plan_frame(planned: dict[str, int]) -> pd.DataFrame:
-    rows = [{"question_type": t, "requested": n, "planned": n, "generated": n, "kept": n, "note": ""}
-            for t, n in planned.items()]
+    rows = [
+        {"question_type": t, "requested": n, "planned": n, "generated": n, "kept": n, "note": ""}
+        for t, n in planned.items()
+    ]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
 
 
 def chunks_frame(chunks: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({"chunk_id": list(chunks), "doc_id": [c.split("#")[0] for c in chunks], "text": list(chunks.values())})
+    return pd.DataFrame(
+        {"chunk_id": list(chunks), "doc_id": [c.split("#")[0] for c in chunks], "text": list(chunks.values())}
+    )
 
 
-def lay_out_version(warehouse: Warehouse, tenant: str, version: str, golden: pd.DataFrame, *, chunks=None,
-                    planned=None, rejected: pd.DataFrame | None = None, published: bool = True) -> None:
+def lay_out_version(
+    warehouse: Warehouse,
+    tenant: str,
+    version: str,
+    golden: pd.DataFrame,
+    *,
+    chunks=None,
+    planned=None,
+    rejected: pd.DataFrame | None = None,
+    published: bool = True,
+) -> None:
     """The tables a synthesis of (tenant, version) writes; its manifest too when `published`."""
     warehouse.write(tenant, version, "golden_set", golden)
     if rejected is None:
-        rejected = pd.DataFrame([{**golden.iloc[0][:-2].to_dict(), "qa_id": "dropped-1", "stage": "verification",
-                                  "reason": "duplicate question"}], columns=REJECTED_COLUMNS)
+        rejected = pd.DataFrame(
+            [
+                {
+                    **golden.iloc[0][:-2].to_dict(),
+                    "qa_id": "dropped-1",
+                    "stage": "verification",
+                    "reason": "duplicate question",
+                }
+            ],
+            columns=REJECTED_COLUMNS,
+        )
     warehouse.write(tenant, version, "rejected_qa", rejected)
     for name in ("raw_documents", "chunk_clusters"):
         warehouse.write(tenant, version, name, pd.DataFrame({"table": [name], "n": [1]}))

@@ -72,7 +72,9 @@ def synthesize(instance, documents_root: Path, warehouse_root: Path, tenant: str
         result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
     failures = [e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure]
     assert result.success, f"synthesis of {tenant}/{version} failed:\n" + "\n".join(failures)
-    assert read_manifest(Warehouse(warehouse_root), tenant, version) is not None, f"{tenant}/{version} was not published"
+    assert read_manifest(Warehouse(warehouse_root), tenant, version) is not None, (
+        f"{tenant}/{version} was not published"
+    )
 
 
 @pytest.fixture(scope="session")

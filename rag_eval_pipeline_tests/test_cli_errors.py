@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.cli]
 
 def test_short_and_long_help_flags_and_python_m_work():
     assert cli.main(["-h"]) == 0 and cli.main(["gate", "-h"]) == 0
-    done = subprocess.run([sys.executable, "-m", "rag_eval_pipeline.cli", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_eval_pipeline.cli", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and "gate" in done.stdout
 
 

@@ -23,16 +23,26 @@ print(json.dumps({"codes": codes, "heavy": sorted(m for m in %r if m in sys.modu
 
 
 def _probe(*argvs: list[str], env: dict | None = None) -> dict:
-    completed = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs)], capture_output=True, text=True,
-                               timeout=120, env=env)
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argvs)], capture_output=True, text=True, timeout=120, env=env
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def test_the_help_of_every_command_imports_nothing_heavy():
-    commands = [["--help"], ["gate", "--help"], ["run", "--help"], ["evaluate", "--help"], ["synthesize", "--help"],
-                ["review", "import", "--help"], ["baseline", "promote", "--help"], ["diff", "--help"],
-                ["runs", "stuck", "--help"], ["runs", "clear", "--help"]]
+    commands = [
+        ["--help"],
+        ["gate", "--help"],
+        ["run", "--help"],
+        ["evaluate", "--help"],
+        ["synthesize", "--help"],
+        ["review", "import", "--help"],
+        ["baseline", "promote", "--help"],
+        ["diff", "--help"],
+        ["runs", "stuck", "--help"],
+        ["runs", "clear", "--help"],
+    ]
     result = _probe(*commands)
     assert result == {"codes": [0] * len(commands), "heavy": []}
 
@@ -45,17 +55,29 @@ def test_the_help_shows_the_defaults():
     assert "20,000 characters" in evaluate and "json_object_schema" in evaluate
 
 
-@pytest.mark.parametrize("argv, variables, message", [
-    (["gate", "--tenant", "acme"], {}, "error: Missing option '--candidate'"),
-    (["run", "--tenant", "acme", "--version", "v1", "--job", "nightly"], {}, "error: Invalid value for '--job'"),
-    (["gate", "--tenant", "acme", "--candidate", "c1", "--entry", "a:b", "--outputs", "o.jsonl"], {},
-     "error: --entry and --outputs name two candidates"),
-    (["evaluate", "--input", "in.jsonl", "--out", "out.jsonl"], {"RAG_EVAL_JUDGE_MAX_RETRIES": "three"},
-     "error: RAG_EVAL_JUDGE_MAX_RETRIES must be an integer, got 'three'"),
-    (["evaluate", "--input", "in.jsonl", "--out", "out.jsonl"], {"RAG_EVAL_JUDGE": "gpt"},
-     "error: RAG_EVAL_JUDGE must be one of 'offline' or 'llm', got 'gpt'"),
-    ([], {}, "error: Missing command."),
-])
+@pytest.mark.parametrize(
+    "argv, variables, message",
+    [
+        (["gate", "--tenant", "acme"], {}, "error: Missing option '--candidate'"),
+        (["run", "--tenant", "acme", "--version", "v1", "--job", "nightly"], {}, "error: Invalid value for '--job'"),
+        (
+            ["gate", "--tenant", "acme", "--candidate", "c1", "--entry", "a:b", "--outputs", "o.jsonl"],
+            {},
+            "error: --entry and --outputs name two candidates",
+        ),
+        (
+            ["evaluate", "--input", "in.jsonl", "--out", "out.jsonl"],
+            {"RAG_EVAL_JUDGE_MAX_RETRIES": "three"},
+            "error: RAG_EVAL_JUDGE_MAX_RETRIES must be an integer, got 'three'",
+        ),
+        (
+            ["evaluate", "--input", "in.jsonl", "--out", "out.jsonl"],
+            {"RAG_EVAL_JUDGE": "gpt"},
+            "error: RAG_EVAL_JUDGE must be one of 'offline' or 'llm', got 'gpt'",
+        ),
+        ([], {}, "error: Missing command."),
+    ],
+)
 def test_bad_command_lines_are_one_line_and_exit_2_before_any_heavy_import(argv, variables, message):
     env = {**os.environ, **variables}
     completed = subprocess.run([RAG_EVAL, *argv], capture_output=True, text=True, timeout=60, env=env)

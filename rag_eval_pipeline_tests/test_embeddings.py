@@ -29,7 +29,9 @@ class _StopsAfter:
         return self.model.encode(texts, **kwargs)
 
 
-def test_an_interrupted_run_keeps_its_finished_batches_and_the_rerun_embeds_only_the_rest(tmp_path, monkeypatch, embedder):
+def test_an_interrupted_run_keeps_its_finished_batches_and_the_rerun_embeds_only_the_rest(
+    tmp_path, monkeypatch, embedder
+):
     cache = tmp_path / "embeddings.sqlite"
     stops = _StopsAfter(embeddings._load_model(), limit=8)
     monkeypatch.setattr(embeddings, "_load_model", lambda: stops)
@@ -58,7 +60,9 @@ Embedder(sys.argv[1], batch_size=4).embed(sys.argv[2:], progress=die_after_two_b
 
 def test_a_process_killed_mid_embedding_leaves_its_finished_batches_in_the_cache(tmp_path):
     cache = tmp_path / "embeddings.sqlite"
-    child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(cache), *TEXTS], capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_CHILD, str(cache), *TEXTS], capture_output=True, text=True, timeout=300
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
 
     rerun = Embedder(cache, batch_size=4)

@@ -15,13 +15,27 @@ PACKAGE_DIR = Path(rag_eval_pipeline.__file__).resolve().parent
 # resources, run config and the code location, the instance helper, and the command line (which runs jobs).
 # Named one by one: a new module is in the core (and tested) unless it is added here on purpose.
 DAGSTER_PATHS = {
-    "definitions.py", "partitions.py", "metadata.py", "instance.py",
-    "ingest/assets.py", "ingest/definitions.py",
-    "synthesis/assets.py", "synthesis/checks.py", "synthesis/records.py", "synthesis/definitions.py",
-    "evaluation/assets.py", "evaluation/definitions.py",
-    "reporting/assets.py", "reporting/checks.py", "reporting/definitions.py",
-    "automation/jobs.py", "automation/run_config.py", "automation/schedules.py", "automation/sensors.py",
-    "automation/submission.py", "automation/run_health.py",
+    "definitions.py",
+    "partitions.py",
+    "metadata.py",
+    "instance.py",
+    "ingest/assets.py",
+    "ingest/definitions.py",
+    "synthesis/assets.py",
+    "synthesis/checks.py",
+    "synthesis/records.py",
+    "synthesis/definitions.py",
+    "evaluation/assets.py",
+    "evaluation/definitions.py",
+    "reporting/assets.py",
+    "reporting/checks.py",
+    "reporting/definitions.py",
+    "automation/jobs.py",
+    "automation/run_config.py",
+    "automation/schedules.py",
+    "automation/sensors.py",
+    "automation/submission.py",
+    "automation/run_health.py",
 }
 DAGSTER_PACKAGES = {"resources", "cli"}
 
@@ -61,11 +75,20 @@ def _imports_dagster(modules: list[str]) -> bool:
 
 def test_the_walk_finds_the_core_and_leaves_out_the_dagster_layer():
     modules = core_modules()
-    assert {"rag_eval_pipeline.core.warehouse", "rag_eval_pipeline.synthesis.pipeline",
-            "rag_eval_pipeline.automation.inbox", "rag_eval_pipeline.reporting.baselines"} <= set(modules)
-    for layer in ("rag_eval_pipeline.definitions", "rag_eval_pipeline.synthesis.assets",
-                  "rag_eval_pipeline.automation.jobs", "rag_eval_pipeline.resources.warehouse",
-                  "rag_eval_pipeline.partitions", "rag_eval_pipeline.synthesis.records"):
+    assert {
+        "rag_eval_pipeline.core.warehouse",
+        "rag_eval_pipeline.synthesis.pipeline",
+        "rag_eval_pipeline.automation.inbox",
+        "rag_eval_pipeline.reporting.baselines",
+    } <= set(modules)
+    for layer in (
+        "rag_eval_pipeline.definitions",
+        "rag_eval_pipeline.synthesis.assets",
+        "rag_eval_pipeline.automation.jobs",
+        "rag_eval_pipeline.resources.warehouse",
+        "rag_eval_pipeline.partitions",
+        "rag_eval_pipeline.synthesis.records",
+    ):
         assert layer not in modules
 
 

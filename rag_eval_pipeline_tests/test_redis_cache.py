@@ -188,14 +188,17 @@ def test_the_judge_call_cache_in_redis_answers_a_second_judge(embedder, raw_redi
     from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
     unique = uuid.uuid4().hex  # new requests, so the first run cannot hit an earlier test's entries
-    items = [EvalItem(f"q{i}", f"What is kept ({unique})?", f"Logs are kept for {i} days.",
-                      [{"id": "c", "text": "Logs."}]) for i in range(3)]
+    items = [
+        EvalItem(f"q{i}", f"What is kept ({unique})?", f"Logs are kept for {i} days.", [{"id": "c", "text": "Logs."}])
+        for i in range(3)
+    ]
     cache = load(environ={"RAG_EVAL_JUDGE_CACHE": REDIS_URL}).judge.cache  # as production sets it
     good = Reply(200, json.dumps({"statements": [{"statement": "Logs are kept.", "verdict": 1}]}))
 
     def run(server: FakeOpenAIServer):
-        judge = build_llm_judge(LLMSettings(base_url=server.base_url, model="fake", concurrency=1, max_retries=0),
-                                cache_path=cache)
+        judge = build_llm_judge(
+            LLMSettings(base_url=server.base_url, model="fake", concurrency=1, max_retries=0), cache_path=cache
+        )
         results, _ = score_items(items, judge, embedder, ("faithfulness",))
         return [result.status for item_results in results for result in item_results]
 

@@ -33,9 +33,13 @@ def test_the_defaults_follow_the_working_directory(clean_env, tmp_path, monkeypa
 
 def test_the_environment_moves_each_location_and_sets_the_judge(tmp_path):
     environ = {
-        "RAG_EVAL_WAREHOUSE": str(tmp_path / "w"), "DAGSTER_HOME": str(tmp_path / "h"),
-        "RAG_EVAL_DOCUMENTS_ROOT": "", "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_TIMEOUT_S": "0.5",
-        "RAG_EVAL_JUDGE_RESPONSE_FORMAT": "json_object_schema", "RAG_EVAL_JUDGE_MODE": "fused",
+        "RAG_EVAL_WAREHOUSE": str(tmp_path / "w"),
+        "DAGSTER_HOME": str(tmp_path / "h"),
+        "RAG_EVAL_DOCUMENTS_ROOT": "",
+        "RAG_EVAL_JUDGE": "llm",
+        "RAG_EVAL_JUDGE_TIMEOUT_S": "0.5",
+        "RAG_EVAL_JUDGE_RESPONSE_FORMAT": "json_object_schema",
+        "RAG_EVAL_JUDGE_MODE": "fused",
     }
     current = settings.load(environ, cwd=tmp_path / "cwd")
     assert current.warehouse_root == tmp_path / "w" and current.dagster_home == tmp_path / "h"
@@ -45,17 +49,20 @@ def test_the_environment_moves_each_location_and_sets_the_judge(tmp_path):
     assert current.judge.response_format == "json_object_schema"
 
 
-@pytest.mark.parametrize("variable, value, message", [
-    ("RAG_EVAL_JUDGE_MAX_RETRIES", "three", "RAG_EVAL_JUDGE_MAX_RETRIES must be an integer, got 'three'"),
-    ("RAG_EVAL_JUDGE_MAX_RETRIES", "-1", "RAG_EVAL_JUDGE_MAX_RETRIES must be at least 0, got '-1'"),
-    ("RAG_EVAL_JUDGE_CONCURRENCY", "0", "RAG_EVAL_JUDGE_CONCURRENCY must be at least 1, got '0'"),
-    ("RAG_EVAL_JUDGE_TIMEOUT_S", "soon", "RAG_EVAL_JUDGE_TIMEOUT_S must be a number, got 'soon'"),
-    ("RAG_EVAL_JUDGE_TIMEOUT_S", "inf", "RAG_EVAL_JUDGE_TIMEOUT_S must be a finite number, got 'inf'"),
-    ("RAG_EVAL_JUDGE_MODE", "chatty", "RAG_EVAL_JUDGE_MODE must be one of 'decomposed' or 'fused', got 'chatty'"),
-    ("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json", "RAG_EVAL_JUDGE_RESPONSE_FORMAT must be one of 'json_schema' or"),
-    ("RAG_EVAL_RUN_STALE_AFTER_S", "0", "RAG_EVAL_RUN_STALE_AFTER_S must be at least 1"),
-    ("RAG_EVAL_RUN_STALE_AFTER_S", "soon", "RAG_EVAL_RUN_STALE_AFTER_S must be a number, got 'soon'"),
-])
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        ("RAG_EVAL_JUDGE_MAX_RETRIES", "three", "RAG_EVAL_JUDGE_MAX_RETRIES must be an integer, got 'three'"),
+        ("RAG_EVAL_JUDGE_MAX_RETRIES", "-1", "RAG_EVAL_JUDGE_MAX_RETRIES must be at least 0, got '-1'"),
+        ("RAG_EVAL_JUDGE_CONCURRENCY", "0", "RAG_EVAL_JUDGE_CONCURRENCY must be at least 1, got '0'"),
+        ("RAG_EVAL_JUDGE_TIMEOUT_S", "soon", "RAG_EVAL_JUDGE_TIMEOUT_S must be a number, got 'soon'"),
+        ("RAG_EVAL_JUDGE_TIMEOUT_S", "inf", "RAG_EVAL_JUDGE_TIMEOUT_S must be a finite number, got 'inf'"),
+        ("RAG_EVAL_JUDGE_MODE", "chatty", "RAG_EVAL_JUDGE_MODE must be one of 'decomposed' or 'fused', got 'chatty'"),
+        ("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json", "RAG_EVAL_JUDGE_RESPONSE_FORMAT must be one of 'json_schema' or"),
+        ("RAG_EVAL_RUN_STALE_AFTER_S", "0", "RAG_EVAL_RUN_STALE_AFTER_S must be at least 1"),
+        ("RAG_EVAL_RUN_STALE_AFTER_S", "soon", "RAG_EVAL_RUN_STALE_AFTER_S must be a number, got 'soon'"),
+    ],
+)
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value, message):
     with pytest.raises(settings.SettingsError) as raised:
         settings.load({variable: value})
@@ -66,8 +73,14 @@ def test_a_bad_value_is_one_line_naming_its_variable(variable, value, message):
 def test_the_cli_keeps_its_dagster_home_in_the_working_directory(tmp_path):
     """Not beside the installed package: `register` with no variable set writes ./.dagster_home."""
     env = {name: value for name, value in os.environ.items() if name not in VARIABLES}
-    completed = subprocess.run([RAG_EVAL, "register", "--tenant", "acme", "--version", "v1"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [RAG_EVAL, "register", "--tenant", "acme", "--version", "v1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     assert (tmp_path / ".dagster_home").is_dir()
 
@@ -76,12 +89,19 @@ def test_the_followed_branch_and_the_candidate_modules_come_from_the_same_settin
     assert settings.load({}, cwd=tmp_path).followed_branch is None
     assert settings.load({"RAG_EVAL_CANDIDATE_BRANCH": "dev"}, cwd=tmp_path).followed_branch is None  # no repo: none
     loaded = settings.load(
-        {"RAG_EVAL_CANDIDATE_REPO": "/srv/rag", "RAG_EVAL_CANDIDATE_TENANT": "acme",
-         "RAG_EVAL_CANDIDATE_MODULES": " my_rag , team.rag ,"},
+        {
+            "RAG_EVAL_CANDIDATE_REPO": "/srv/rag",
+            "RAG_EVAL_CANDIDATE_TENANT": "acme",
+            "RAG_EVAL_CANDIDATE_MODULES": " my_rag , team.rag ,",
+        },
         cwd=tmp_path,
     )
-    assert (loaded.followed_branch.repo, loaded.followed_branch.branch, loaded.followed_branch.tenant,
-            loaded.followed_branch.entry) == ("/srv/rag", "main", "acme", "reference")
+    assert (
+        loaded.followed_branch.repo,
+        loaded.followed_branch.branch,
+        loaded.followed_branch.tenant,
+        loaded.followed_branch.entry,
+    ) == ("/srv/rag", "main", "acme", "reference")
     assert loaded.candidate_modules == ("my_rag", "team.rag")
 
 
@@ -89,8 +109,14 @@ def test_an_object_store_without_the_results_database_is_one_line_without_the_se
     from rag_eval_pipeline.settings import SettingsError, load
 
     with pytest.raises(SettingsError) as error:
-        load({"RAG_EVAL_OBJECT_STORE_URL": "s3://bucket/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
-              "RAG_EVAL_CACHE_URL": "redis://:s3cret@h:6379/0"}, cwd=Path("/tmp"))
+        load(
+            {
+                "RAG_EVAL_OBJECT_STORE_URL": "s3://bucket/p",
+                "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
+                "RAG_EVAL_CACHE_URL": "redis://:s3cret@h:6379/0",
+            },
+            cwd=Path("/tmp"),
+        )
     assert "RAG_EVAL_DATABASE_URL is not" in str(error.value) and "s3cret" not in str(error.value)
     with pytest.raises(SettingsError, match="RAG_EVAL_OBJECT_STORE_ENDPOINT is not"):
         load({"RAG_EVAL_OBJECT_STORE_URL": "s3://bucket/p", "RAG_EVAL_DATABASE_URL": "postgresql://h/db"})

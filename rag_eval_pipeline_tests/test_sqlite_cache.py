@@ -58,8 +58,10 @@ for batch in range(150):
 
 def test_processes_writing_one_file_at_once_never_fail_on_the_lock(tmp_path):
     path = tmp_path / "shared.sqlite"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(n)], stderr=subprocess.PIPE, text=True)
-               for n in range(4)]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(n)], stderr=subprocess.PIPE, text=True)
+        for n in range(4)
+    ]
     errors = [writer.communicate(timeout=300)[1] for writer in writers]
 
     assert [writer.returncode for writer in writers] == [0, 0, 0, 0], errors

@@ -21,12 +21,14 @@ from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
 
 
 def _clusters() -> pd.DataFrame:
-    return pd.DataFrame({
-        "chunk_id": ["a.md#0", "a.md#1", "b.md#0"],
-        "cluster_id": [0, 0, -1],
-        "membership": [0.8127, 1.0, 0.0],
-        "source_chunk_ids": [["a.md#0"], ["a.md#0", "a.md#1"], []],
-    })
+    return pd.DataFrame(
+        {
+            "chunk_id": ["a.md#0", "a.md#1", "b.md#0"],
+            "cluster_id": [0, 0, -1],
+            "membership": [0.8127, 1.0, 0.0],
+            "source_chunk_ids": [["a.md#0"], ["a.md#0", "a.md#1"], []],
+        }
+    )
 
 
 def _stored(frame: pd.DataFrame, tmp_path) -> pd.DataFrame:
@@ -53,13 +55,21 @@ def test_scores_within_float_noise_are_the_same_table(tmp_path):
     assert differences(stored, moved) == ["column membership differs"]
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda f: f.assign(cluster_id=[0, 1, -1]), ["column cluster_id differs"]),
-    (lambda f: f.assign(source_chunk_ids=[["a.md#0"], ["a.md#1"], []]), ["column source_chunk_ids differs"]),
-    (lambda f: f.iloc[:2], ["2 rows instead of 3"]),
-    (lambda f: f.drop(columns="membership"), ["columns ['chunk_id', 'cluster_id', 'source_chunk_ids'] instead of "
-                                                "['chunk_id', 'cluster_id', 'membership', 'source_chunk_ids']"]),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda f: f.assign(cluster_id=[0, 1, -1]), ["column cluster_id differs"]),
+        (lambda f: f.assign(source_chunk_ids=[["a.md#0"], ["a.md#1"], []]), ["column source_chunk_ids differs"]),
+        (lambda f: f.iloc[:2], ["2 rows instead of 3"]),
+        (
+            lambda f: f.drop(columns="membership"),
+            [
+                "columns ['chunk_id', 'cluster_id', 'source_chunk_ids'] instead of "
+                "['chunk_id', 'cluster_id', 'membership', 'source_chunk_ids']"
+            ],
+        ),
+    ],
+)
 def test_any_other_change_is_a_difference(tmp_path, change, expected):
     assert differences(_stored(_clusters(), tmp_path), change(_clusters())) == expected
 
@@ -77,8 +87,10 @@ def test_the_digest_is_of_the_content_not_the_lineage():
 def _snapshot() -> dict[str, pd.DataFrame]:
     """documents -> chunks -> (golden, plan written by one step), all from run r1."""
     documents = stamped(pd.DataFrame({"doc_id": ["a.md", "b.md"]}), Lineage("raw_documents", "r1"))
-    chunks = stamped(pd.DataFrame({"chunk_id": ["a.md#0", "b.md#0"]}),
-                     Lineage("document_chunks", "r1", {"raw_documents": table_digest(documents)}))
+    chunks = stamped(
+        pd.DataFrame({"chunk_id": ["a.md#0", "b.md#0"]}),
+        Lineage("document_chunks", "r1", {"raw_documents": table_digest(documents)}),
+    )
     made_from = {"document_chunks": table_digest(chunks)}
     golden = stamped(pd.DataFrame({"qa_id": ["q1"], "gold": [["b.md#0"]]}), Lineage("golden_set", "r1", made_from))
     plan = stamped(pd.DataFrame({"kept": [1]}), Lineage("golden_set", "r1", made_from))
@@ -93,12 +105,16 @@ def test_a_table_rewritten_by_another_run_from_other_documents_is_a_mixture():
     tables = _snapshot()
     # Another run read a folder without b.md and rewrote the documents: the chunks were not built from them.
     tables["raw_documents"] = stamped(pd.DataFrame({"doc_id": ["a.md"]}), Lineage("raw_documents", "r2"))
-    assert snapshot_problems(tables) == ["document_chunks (run r1) was built from another raw_documents than the stored one"]
+    assert snapshot_problems(tables) == [
+        "document_chunks (run r1) was built from another raw_documents than the stored one"
+    ]
 
 
 def test_tables_one_step_writes_together_must_come_from_one_run():
     tables = _snapshot()
-    tables["synthesis_plan"] = stamped(tables["synthesis_plan"], Lineage("golden_set", "r2", lineage_of(tables["golden_set"]).inputs))
+    tables["synthesis_plan"] = stamped(
+        tables["synthesis_plan"], Lineage("golden_set", "r2", lineage_of(tables["golden_set"]).inputs)
+    )
     assert snapshot_problems(tables) == ["the tables of step golden_set were written by different runs (r1, r2)"]
 
 
@@ -147,4 +163,3 @@ def test_an_unusable_version_name_is_refused_before_any_lock(tmp_path):
         with Warehouse(tmp_path).version_lock("acme", "../v1"):
             pass
     assert not any(tmp_path.rglob("*"))
-

@@ -140,7 +140,9 @@ def decide_tenant(
         return TenantDecision("empty", state, reason="no documents yet")
     waiting = unstable_files(previous_listing, listing)
     if waiting:
-        return TenantDecision("wait", state, reason=f"waiting for {len(waiting)} file(s) to settle: {', '.join(waiting[:5])}")
+        return TenantDecision(
+            "wait", state, reason=f"waiting for {len(waiting)} file(s) to settle: {', '.join(waiting[:5])}"
+        )
     digest = listing_digest(listing)
     if state.get("hashed_listing") == digest:
         return TenantDecision("unchanged", state, reason=f"documents unchanged since {state.get('version')}")
@@ -280,7 +282,9 @@ def _problems(error: ValidationError) -> str:
         if "error" in problem.get("ctx", {}):
             said.append(str(problem["ctx"]["error"]))
         else:
-            said.append(f"invalid {problem['loc'][0]} {problem['input']!r}: {problem['msg'][0].lower()}{problem['msg'][1:]}")
+            said.append(
+                f"invalid {problem['loc'][0]} {problem['input']!r}: {problem['msg'][0].lower()}{problem['msg'][1:]}"
+            )
     return "; ".join(said)
 
 

@@ -126,15 +126,25 @@ class Executor:
         return cls(socket.gethostname(), this_machine(), pid, process_start(pid) or "", stale_after_s)
 
     def tags(self) -> dict[str, str]:
-        return {HOST_TAG: self.host, MACHINE_TAG: self.machine, PID_TAG: str(self.pid),
-                PID_STARTED_TAG: self.pid_started, STALE_AFTER_TAG: f"{self.stale_after_s:g}"}
+        return {
+            HOST_TAG: self.host,
+            MACHINE_TAG: self.machine,
+            PID_TAG: str(self.pid),
+            PID_STARTED_TAG: self.pid_started,
+            STALE_AFTER_TAG: f"{self.stale_after_s:g}",
+        }
 
     @classmethod
     def from_tags(cls, tags: Mapping[str, str]) -> Executor | None:
         """None when the run has no (whole) liveness record."""
         try:
-            return cls(tags[HOST_TAG], tags[MACHINE_TAG], int(tags[PID_TAG]), tags.get(PID_STARTED_TAG, ""),
-                       float(tags[STALE_AFTER_TAG]))
+            return cls(
+                tags[HOST_TAG],
+                tags[MACHINE_TAG],
+                int(tags[PID_TAG]),
+                tags.get(PID_STARTED_TAG, ""),
+                float(tags[STALE_AFTER_TAG]),
+            )
         except (KeyError, ValueError):
             return None
 
@@ -167,8 +177,9 @@ class Verdict:
 ProcessProbe = Callable[[int, str], bool]
 
 
-def judge(run: RunState, here: str, now: float, stale_after_s: float,
-          is_running: ProcessProbe = process_is_running) -> Verdict:
+def judge(
+    run: RunState, here: str, now: float, stale_after_s: float, is_running: ProcessProbe = process_is_running
+) -> Verdict:
     """Whether run's process is gone, judged from machine `here` at time `now` (epoch seconds)."""
     executor = Executor.from_tags(run.tags)
     heartbeat_age = None if run.heartbeat_at is None else max(0.0, now - run.heartbeat_at)
@@ -186,8 +197,9 @@ def judge(run: RunState, here: str, now: float, stale_after_s: float,
     limit = max(stale_after_s, executor.stale_after_s)  # a process that beats slowly is not judged by a short limit
     age = heartbeat_age if heartbeat_age is not None else max(0.0, now - run.since)
     if age > limit:
-        return verdict(True, f"no heartbeat from its process ({executor.where()}) for {age:.0f} s "
-                             f"(the limit is {limit:g} s)")
+        return verdict(
+            True, f"no heartbeat from its process ({executor.where()}) for {age:.0f} s (the limit is {limit:g} s)"
+        )
     return verdict(False, f"its process ({executor.where()}) beat {age:.0f} s ago")
 
 
@@ -198,10 +210,16 @@ def _untracked(run: RunState, now: float, verdict) -> Verdict:
         max_runtime = DEFAULT_MAX_RUNTIME_S
     running = max(0.0, now - run.since)
     if running > max_runtime:
-        return verdict(True, f"no liveness record, and in progress for {running:.0f} s, longer than its "
-                             f"maximum runtime of {max_runtime:g} s")
-    return verdict(False, f"no liveness record (started by an older version, or before its first "
-                          f"heartbeat): cannot tell before its maximum runtime of {max_runtime:g} s")
+        return verdict(
+            True,
+            f"no liveness record, and in progress for {running:.0f} s, longer than its "
+            f"maximum runtime of {max_runtime:g} s",
+        )
+    return verdict(
+        False,
+        f"no liveness record (started by an older version, or before its first "
+        f"heartbeat): cannot tell before its maximum runtime of {max_runtime:g} s",
+    )
 
 
 # --- the heartbeat --------------------------------------------------------------------------------
@@ -233,6 +251,10 @@ class Heartbeat:
                 failing = False
             except Exception as error:  # a busy or unreachable instance: the next beat may get through
                 if not failing:
-                    log.warning("heartbeat not recorded (%s: %s); retrying every %g s",
-                                type(error).__name__, error, self._interval_s)
+                    log.warning(
+                        "heartbeat not recorded (%s: %s); retrying every %g s",
+                        type(error).__name__,
+                        error,
+                        self._interval_s,
+                    )
                 failing = True

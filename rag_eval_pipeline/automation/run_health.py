@@ -67,22 +67,36 @@ def _since(record: RunRecord) -> float:
     return (updated if updated.tzinfo else updated.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def examine(instance: DagsterInstance, tenant: str | None = None, run_ids: Iterable[str] | None = None,
-            here: str | None = None, now: float | None = None, stale_after_s: float | None = None) -> list[Examined]:
+def examine(
+    instance: DagsterInstance,
+    tenant: str | None = None,
+    run_ids: Iterable[str] | None = None,
+    here: str | None = None,
+    now: float | None = None,
+    stale_after_s: float | None = None,
+) -> list[Examined]:
     """The queued and in-progress runs (of tenant, or with run_ids), oldest first, each with its verdict as
     judged from machine `here` (default: this one) at `now`."""
     here = here or liveness.this_machine()
     stale_after_s = stale_after_s or settings.load().run_stale_after_s
-    filters = RunsFilter(statuses=WATCHED, tags={TENANT_TAG: tenant} if tenant else {},
-                         run_ids=list(run_ids) if run_ids is not None else None)
+    filters = RunsFilter(
+        statuses=WATCHED,
+        tags={TENANT_TAG: tenant} if tenant else {},
+        run_ids=list(run_ids) if run_ids is not None else None,
+    )
     records = list(reversed(instance.get_run_records(filters)))
     beats = instance.run_storage.get_cursor_values({liveness.heartbeat_key(r.dagster_run.run_id) for r in records})
     now = time.time() if now is None else now
     examined = []
     for record in records:
         run = record.dagster_run
-        state = liveness.RunState(run.run_id, run.status.value, _since(record), run.tags,
-                                  _seconds(beats.get(liveness.heartbeat_key(run.run_id))))
+        state = liveness.RunState(
+            run.run_id,
+            run.status.value,
+            _since(record),
+            run.tags,
+            _seconds(beats.get(liveness.heartbeat_key(run.run_id))),
+        )
         examined.append(Examined(record, liveness.judge(state, here, now, stale_after_s)))
     return examined
 
@@ -103,8 +117,14 @@ def mark_failed(instance: DagsterInstance, run_id: str, why: str, by: str) -> bo
     return True
 
 
-def clear_dead(instance: DagsterInstance, by: str, tenant: str | None = None, here: str | None = None,
-               now: float | None = None, stale_after_s: float | None = None) -> list[Examined]:
+def clear_dead(
+    instance: DagsterInstance,
+    by: str,
+    tenant: str | None = None,
+    here: str | None = None,
+    now: float | None = None,
+    stale_after_s: float | None = None,
+) -> list[Examined]:
     """Mark every dead run (of tenant) failed; the ones it marked."""
     found = examine(instance, tenant, here=here, now=now, stale_after_s=stale_after_s)
     dead = [run for run in found if run.verdict.dead]
@@ -116,14 +136,15 @@ def clear_dead(instance: DagsterInstance, by: str, tenant: str | None = None, he
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
     description="Marks failed every run whose process is gone (killed, out of memory, a lost machine), so "
-                "that it stops holding its tenant's run slot; see rag_eval_pipeline/automation/liveness.py.",
+    "that it stops holding its tenant's run slot; see rag_eval_pipeline/automation/liveness.py.",
 )
 def dead_run_sensor(context: SensorEvaluationContext) -> SkipReason:
     cleared = clear_dead(context.instance, by="dead_run_sensor")
     for run in cleared:
         context.log.warning(f"marked run {run.run_id} ({run.tenant or 'no tenant'}) failed: {run.verdict.reason}")
-    return SkipReason("; ".join(f"marked run {run.run_id} failed: {run.verdict.reason}" for run in cleared)
-                      or "no dead runs")
+    return SkipReason(
+        "; ".join(f"marked run {run.run_id} failed: {run.verdict.reason}" for run in cleared) or "no dead runs"
+    )
 
 
 # --- stopping one run ---------------------------------------------------------------------------------
@@ -137,8 +158,15 @@ class Ending:
     message: str  # what happened, in words that match the status
 
 
-def stop_run(instance: DagsterInstance, run_id: str, grace_s: float, by: str, force: bool = False,
-             here: str | None = None, stale_after_s: float | None = None) -> Ending:
+def stop_run(
+    instance: DagsterInstance,
+    run_id: str,
+    grace_s: float,
+    by: str,
+    force: bool = False,
+    here: str | None = None,
+    stale_after_s: float | None = None,
+) -> Ending:
     """Ask the run coordinator to cancel the run, then wait up to grace_s for it to end. A run whose process
     is gone meanwhile is marked failed; with force, so is a run still in progress when grace_s is over."""
     run = instance.get_run_by_id(run_id)
@@ -161,15 +189,20 @@ def stop_run(instance: DagsterInstance, run_id: str, grace_s: float, by: str, fo
             return Ending(run.status, _ended(run.status, was_queued))
         (current,) = examine(instance, run_ids=[run_id], here=here, stale_after_s=stale_after_s) or [None]
         if current is not None and current.verdict.dead and mark_failed(instance, run_id, current.verdict.reason, by):
-            return Ending(DagsterRunStatus.FAILURE, f"it was asked to cancel but {current.verdict.reason}: "
-                                                    "marked it failed")
+            return Ending(
+                DagsterRunStatus.FAILURE, f"it was asked to cancel but {current.verdict.reason}: marked it failed"
+            )
         if time.monotonic() > deadline:
             why = current.verdict.reason if current is not None else "no record of it"
             if force and mark_failed(instance, run_id, f"cleared with --force; {why}", by):
-                return Ending(DagsterRunStatus.FAILURE, f"it did not end within {grace_s:g} s of the cancel request "
-                                                        f"({why}): marked it failed; its process may still be running")
-            return Ending(run.status, f"it is still {run.status.value.lower()} {grace_s:g} s after the cancel "
-                                      f"request ({why})")
+                return Ending(
+                    DagsterRunStatus.FAILURE,
+                    f"it did not end within {grace_s:g} s of the cancel request "
+                    f"({why}): marked it failed; its process may still be running",
+                )
+            return Ending(
+                run.status, f"it is still {run.status.value.lower()} {grace_s:g} s after the cancel request ({why})"
+            )
         time.sleep(POLL_S)
 
 

@@ -38,8 +38,11 @@ def nightly_requests(instance, documents_root: Path, warehouse_root: Path, now) 
         key = register_partition(instance, tenant, version)
         inbox.record_fingerprint(warehouse_root, tenant, version, current)
         run_requests.append(
-            RunRequest(run_key=f"{tenant}:{current}", partition_key=key,
-                       tags={"rag_eval/documents_fingerprint": current, **run_tags(tenant)})
+            RunRequest(
+                run_key=f"{tenant}:{current}",
+                partition_key=key,
+                tags={"rag_eval/documents_fingerprint": current, **run_tags(tenant)},
+            )
         )
     return run_requests, reasons
 

@@ -88,7 +88,9 @@ def build_new_documents_sensor(
         reasons = [f"skipped {name!r}: {why}" for name, why in scan.skipped.items() if why != "hidden"]
         new_tenants, new_versions, run_requests = [], [], []
         for tenant, listing in scan.tenants.items():
-            if tenant not in tenants_state and not context.instance.has_dynamic_partition(tenant_partitions.name, tenant):
+            if tenant not in tenants_state and not context.instance.has_dynamic_partition(
+                tenant_partitions.name, tenant
+            ):
                 new_tenants.append(tenant)
             decision = inbox.decide_tenant(
                 root / tenant, listing, tenants_state.get(tenant), inbox.read_fingerprints(warehouse, tenant), clock()
@@ -163,7 +165,10 @@ def build_candidate_commit_sensor(
     )
     def _candidate_commits(context: SensorEvaluationContext):
         current = settings.load()
-        folder, warehouse = Path(manifests_root or current.candidates_root), Path(warehouse_root or current.warehouse_root)
+        folder, warehouse = (
+            Path(manifests_root or current.candidates_root),
+            Path(warehouse_root or current.warehouse_root),
+        )
         followed = branch if branch is not None else branch_settings()
         cursor = _load_cursor(context.cursor)
         known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))

@@ -33,9 +33,16 @@ def runs_elsewhere(instance: DagsterInstance) -> bool:
     return not isinstance(instance.run_launcher, DefaultRunLauncher)
 
 
-def submit(instance: DagsterInstance, job_name: str, partition_key: str, run_config: Mapping,
-           tags: Mapping[str, str], module: str = CODE_MODULE, location_name: str = CODE_LOCATION,
-           working_directory: str | None = None) -> str:
+def submit(
+    instance: DagsterInstance,
+    job_name: str,
+    partition_key: str,
+    run_config: Mapping,
+    tags: Mapping[str, str],
+    module: str = CODE_MODULE,
+    location_name: str = CODE_LOCATION,
+    working_directory: str | None = None,
+) -> str:
     """Create the run of job_name on partition_key with run_config and tags, and queue it; its id.
     module and location_name: the code location the daemon serves the job from; working_directory: where a
     worker imports module from when it is not installed there."""
@@ -47,17 +54,32 @@ def submit(instance: DagsterInstance, job_name: str, partition_key: str, run_con
         request = workspace.create_request_context()
         location = request.get_code_location(location_name)
         repository = next(iter(location.get_repositories().values()))
-        job = location.get_job(JobSubsetSelector(location_name=location_name, repository_name=repository.name,
-                                                 job_name=job_name, op_selection=None))
-        plan = location.get_execution_plan(job, dict(run_config), step_keys_to_execute=None, known_state=None,
-                                           instance=instance)
+        job = location.get_job(
+            JobSubsetSelector(
+                location_name=location_name, repository_name=repository.name, job_name=job_name, op_selection=None
+            )
+        )
+        plan = location.get_execution_plan(
+            job, dict(run_config), step_keys_to_execute=None, known_state=None, instance=instance
+        )
         run = instance.create_run(
-            job_name=job.name, run_id=None, run_config=dict(run_config), resolved_op_selection=None,
-            step_keys_to_execute=None, op_selection=None, status=None, root_run_id=None, parent_run_id=None,
+            job_name=job.name,
+            run_id=None,
+            run_config=dict(run_config),
+            resolved_op_selection=None,
+            step_keys_to_execute=None,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
             tags={**tenant_version_partitions.get_tags_for_partition_key(partition_key), **tags},
-            job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
-            parent_job_snapshot=job.parent_job_snapshot, remote_job_origin=job.get_remote_origin(),
-            job_code_origin=job.get_python_origin(), asset_selection=None, asset_check_selection=None,
+            job_snapshot=job.job_snapshot,
+            execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=job.parent_job_snapshot,
+            remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(),
+            asset_selection=None,
+            asset_check_selection=None,
             asset_graph=repository.asset_graph,
         )
         instance.submit_run(run.run_id, request)

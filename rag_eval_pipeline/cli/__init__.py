@@ -12,14 +12,29 @@ import click
 from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review, runs
 
 
-@click.group(name="rag-eval", help=__doc__.split("\n\n")[0], no_args_is_help=False,
-             context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="rag-eval",
+    help=__doc__.split("\n\n")[0],
+    no_args_is_help=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 def rag_eval() -> None:
     pass
 
 
-for command in (lineage.register, lineage.run, lineage.demo, files.evaluate, files.synthesize, lineage.gate,
-                review.diff, review.review, baseline.baseline, db.db, runs.runs):
+for command in (
+    lineage.register,
+    lineage.run,
+    lineage.demo,
+    files.evaluate,
+    files.synthesize,
+    lineage.gate,
+    review.diff,
+    review.review,
+    baseline.baseline,
+    db.db,
+    runs.runs,
+):
     rag_eval.add_command(command)
 
 

@@ -34,8 +34,10 @@ def show(tenant: str, version: str | None) -> int:
     if not history:
         click.echo(f"tenant {tenant!r} has no baseline yet" + (f" on version {version!r}" if version else ""))
     for promotion in history:
-        click.echo(f"{promotion.promoted_at}  {promotion.version}  {promotion.commit}  {promotion.reason}"
-                   + (f"  (branch {promotion.branch})" if promotion.branch else ""))
+        click.echo(
+            f"{promotion.promoted_at}  {promotion.version}  {promotion.commit}  {promotion.reason}"
+            + (f"  (branch {promotion.branch})" if promotion.branch else "")
+        )
     versions = [version] if version else sorted({p.version for p in history})
     for shown in versions:
         click.echo(f"audited on {shown}: {', '.join(store.audited_commits(tenant, shown)) or 'none'}")
@@ -71,5 +73,7 @@ def _require_measured(store, tenant: str, version: str, commit: str, min_coverag
     if not comparison.measured_enough:
         short = comparison.table[comparison.table["verdict"] == UNMEASURED_ROW]
         details = "; ".join(f"{m}: {n}" for m, n in zip(short["metric"], short["note"])) or "nothing was measured"
-        raise BadInput(f"{commit} was measured on too few items to be the baseline of {tenant}/{version} ({details}); "
-                       "re-audit it with a working judge, or lower --min-coverage")
+        raise BadInput(
+            f"{commit} was measured on too few items to be the baseline of {tenant}/{version} ({details}); "
+            "re-audit it with a working judge, or lower --min-coverage"
+        )

@@ -15,9 +15,14 @@ BATCH_SIZE = 32  # rows scored between two updates of the progress bar
 
 
 @click.command(help="score a file of (question, contexts, answer, ground truth) rows")
-@click.option("--input", "input_path", required=True, type=click.Path(path_type=Path),
-              help=f".jsonl, .csv or .parquet; a row with a text field over {MAX_FIELD_CHARS:,} characters is "
-                   "reported and not scored")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help=f".jsonl, .csv or .parquet; a row with a text field over {MAX_FIELD_CHARS:,} characters is "
+    "reported and not scored",
+)
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".jsonl, .csv or .parquet")
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default="all", help="comma-separated")
 @click.option("--k", type=int, default=5, show_default=True, help="cut-off for hit rate@k and MRR, at least 1")
@@ -94,18 +99,36 @@ def _score_with_progress(items, scorer, embedder, metrics, k):
 
 @click.command(help="a folder of documents -> a verified golden set file (no tenant, no Dagster)")
 @click.option("--docs", required=True, type=click.Path(path_type=Path), help="folder of PDF, Markdown and text files")
-@click.option("--out", required=True, type=click.Path(path_type=Path),
-              help=".jsonl or .parquet; rejected items go beside it")
+@click.option(
+    "--out", required=True, type=click.Path(path_type=Path), help=".jsonl or .parquet; rejected items go beside it"
+)
 @click.option("--n", type=int, default=40, show_default=True, help="items to generate before verification")
-@click.option("--types", default=",".join(f"{t}={w}" for t, w in DEFAULT_MIX.items()), show_default=True,
-              help="question types and weights, e.g. 'simple,unanswerable' or 'simple=3,multi_context=1'")
-@click.option("--generator", type=click.Choice(["offline", "llm"]), default="offline", show_default=True,
-              help="writes the questions; llm uses the judge's server")
+@click.option(
+    "--types",
+    default=",".join(f"{t}={w}" for t, w in DEFAULT_MIX.items()),
+    show_default=True,
+    help="question types and weights, e.g. 'simple,unanswerable' or 'simple=3,multi_context=1'",
+)
+@click.option(
+    "--generator",
+    type=click.Choice(["offline", "llm"]),
+    default="offline",
+    show_default=True,
+    help="writes the questions; llm uses the judge's server",
+)
 @click.option("--round-trip-k", type=int, default=5, show_default=True)
 @click.option("--drop-on-retrieval-miss", is_flag=True)
 @judge_options(judge_help="verifies the ground truths")
-def synthesize(docs: Path, out: Path, n: int, types: str, generator: str, round_trip_k: int,
-               drop_on_retrieval_miss: bool, judge: JudgeOptions) -> int:
+def synthesize(
+    docs: Path,
+    out: Path,
+    n: int,
+    types: str,
+    generator: str,
+    round_trip_k: int,
+    drop_on_retrieval_miss: bool,
+    judge: JudgeOptions,
+) -> int:
     from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.evaluation.tabular import write_table
     from rag_eval_pipeline.synthesis import pipeline
@@ -131,8 +154,10 @@ def synthesize(docs: Path, out: Path, n: int, types: str, generator: str, round_
     for rejection in result.rejected_documents:
         click.echo(f"document {rejection.path} skipped: {rejection.reason}", err=True)
     click.echo(result.plan.to_markdown(index=False))
-    click.echo(f"{len(result.golden)} verified items from {result.n_chunks} chunks written to {out}; "
-               f"{len(result.rejected)} rejected (with reasons) in {rejected_path}")
+    click.echo(
+        f"{len(result.golden)} verified items from {result.n_chunks} chunks written to {out}; "
+        f"{len(result.rejected)} rejected (with reasons) in {rejected_path}"
+    )
     return 0 if len(result.golden) else 1
 
 

@@ -46,8 +46,9 @@ class Outcome:
     errors: list[str]  # 'error in <step>: <class>: <message>', when status is ERROR
 
 
-def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit: str,
-           candidate=None, report=None) -> Outcome:
+def launch(
+    instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate=None, report=None
+) -> Outcome:
     """Run job_name on one partition; its outcome. candidate (a CandidateSpec, default the reference) and
     report (ReportSettings) configure the audit; the commit is tagged on the run. The run executes in
     this process, or, when the instance hands runs to workers (production mode), on a worker: it is
@@ -66,13 +67,19 @@ def launch(instance: DagsterInstance, job_name: str, partition_key: str, commit:
     definitions = Definitions.merge(build_definitions(), Definitions(loggers={"console": terminal_logger}))
     job = definitions.resolve_job_def(job_name)
     started = time.perf_counter()
-    result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition_key,
-                                    tags={COMMIT_TAG: commit}, raise_on_error=False)
+    result = job.execute_in_process(
+        run_config=run_config,
+        instance=instance,
+        partition_key=partition_key,
+        tags={COMMIT_TAG: commit},
+        raise_on_error=False,
+    )
     return classify(records_of_result(result), time.perf_counter() - started)
 
 
-def _submit_and_wait(instance: DagsterInstance, job_name: str, partition_key: str, commit: str,
-                     candidate, report) -> Outcome:
+def _submit_and_wait(
+    instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate, report
+) -> Outcome:
     from rag_eval_pipeline import settings
     from rag_eval_pipeline.automation import submission
     from rag_eval_pipeline.automation.queues import QUEUE_TAG, run_tags
@@ -95,8 +102,10 @@ def _submit_and_wait(instance: DagsterInstance, job_name: str, partition_key: st
         raise
     except TimeoutError:
         ending = give_up(instance, run_id, current.run_stale_after_s, tags[QUEUE_TAG])
-        raise BadInput(f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
-                       f"(RAG_EVAL_RUN_TIMEOUT_S): {ending}") from None
+        raise BadInput(
+            f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
+            f"(RAG_EVAL_RUN_TIMEOUT_S): {ending}"
+        ) from None
     return classify(records_of_run(instance, run.run_id, submission.succeeded(run)), time.perf_counter() - started)
 
 
@@ -110,8 +119,7 @@ def give_up(instance: DagsterInstance, run_id: str, stale_after_s: float, queue:
     from rag_eval_pipeline.automation.run_health import TENANT_TAG, stop_run
 
     run = instance.get_run_by_id(run_id)
-    ending = stop_run(instance, run_id, stale_after_s, by="rag-eval (its wait timed out)",
-                      stale_after_s=stale_after_s)
+    ending = stop_run(instance, run_id, stale_after_s, by="rag-eval (its wait timed out)", stale_after_s=stale_after_s)
     if run.status == DagsterRunStatus.QUEUED:
         hint = f"; are workers serving {queue}?"
     elif ending.status not in FINISHED_STATUSES:
@@ -135,16 +143,28 @@ def _require_shared_storage(production, candidate) -> None:
     """A run on a worker must find everything it reads and writes off this machine, and run the candidate
     this command names: refused otherwise, before anything is queued."""
     if not production.enabled:
-        raise BadInput("this Dagster instance hands runs to workers, but RAG_EVAL_DATABASE_URL is not set: the "
-                       "results would stay on the workers' disks; set the production variables (README: Production)")
-    missing = [name for name, value in (("RAG_EVAL_OBJECT_STORE_URL", production.object_store_url),
-                                        ("RAG_EVAL_CACHE_URL", production.cache_url)) if not value]
+        raise BadInput(
+            "this Dagster instance hands runs to workers, but RAG_EVAL_DATABASE_URL is not set: the "
+            "results would stay on the workers' disks; set the production variables (README: Production)"
+        )
+    missing = [
+        name
+        for name, value in (
+            ("RAG_EVAL_OBJECT_STORE_URL", production.object_store_url),
+            ("RAG_EVAL_CACHE_URL", production.cache_url),
+        )
+        if not value
+    ]
     if missing:
-        raise BadInput(f"runs on workers need shared storage, but {' and '.join(missing)} "
-                       f"{'is' if len(missing) == 1 else 'are'} not set (README: Production)")
+        raise BadInput(
+            f"runs on workers need shared storage, but {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set (README: Production)"
+        )
     if candidate is not None and candidate.kind == "entry_point":
-        raise BadInput(f"--entry {candidate.value} would run the code installed on the shared workers, not this "
-                       "checkout's: compute the candidate's outputs here and pass --outputs FILE.jsonl")
+        raise BadInput(
+            f"--entry {candidate.value} would run the code installed on the shared workers, not this "
+            "checkout's: compute the candidate's outputs here and pass --outputs FILE.jsonl"
+        )
 
 
 @dataclass(frozen=True)
@@ -180,14 +200,21 @@ def records_of_run(instance: DagsterInstance, run_id: str, success: bool) -> Run
     of = lambda kind: [e for e in events if e.event_type == kind]  # noqa: E731
     ended = of(DagsterEventType.RUN_FAILURE) + of(DagsterEventType.RUN_CANCELED)
     why = (_run_failure(ended[-1]) or ended[-1].message) if ended else None
-    return RunRecords(success, run_id, [e.event_specific_data for e in of(DagsterEventType.ASSET_CHECK_EVALUATION)],
-                      of(DagsterEventType.STEP_FAILURE), why)
+    return RunRecords(
+        success,
+        run_id,
+        [e.event_specific_data for e in of(DagsterEventType.ASSET_CHECK_EVALUATION)],
+        of(DagsterEventType.STEP_FAILURE),
+        why,
+    )
 
 
 def classify(run: RunRecords, elapsed_s: float) -> Outcome:
     """Classify a finished run from its records: the check evaluations and the step failures' error classes."""
     evaluations = [e for e in run.check_evaluations if not e.passed]
-    failed_checks = [CheckFailure(e.asset_check_key.name, e.asset_key.to_user_string(), _details(e)) for e in evaluations]
+    failed_checks = [
+        CheckFailure(e.asset_check_key.name, e.asset_key.to_user_string(), _details(e)) for e in evaluations
+    ]
     if run.success:
         return Outcome(OK, run.run_id, elapsed_s, failed_checks, [], [])
     failures = run.step_failures
@@ -197,13 +224,18 @@ def classify(run: RunRecords, elapsed_s: float) -> Outcome:
         return Outcome(BLOCKED, run.run_id, elapsed_s, failed_checks, blocking, [])
     lines = [f"error in {f.step_key}: {_root_cause(f.step_failure_data.error)}" for f in errors]
     if not failures:  # the run failed (or was canceled) before any step did
-        lines.append(f"error: {_root_cause(run.run_failure)}" if isinstance(run.run_failure, SerializableErrorInfo)
-                     else f"error: {run.run_failure or 'the run failed before any step ran'}")
+        lines.append(
+            f"error: {_root_cause(run.run_failure)}"
+            if isinstance(run.run_failure, SerializableErrorInfo)
+            else f"error: {run.run_failure or 'the run failed before any step ran'}"
+        )
     return Outcome(ERROR, run.run_id, elapsed_s, failed_checks, [], lines)
 
 
 def _details(evaluation) -> list[str]:
-    return [str(evaluation.metadata[name].value) for name in ("failures", "failing_metrics") if name in evaluation.metadata]
+    return [
+        str(evaluation.metadata[name].value) for name in ("failures", "failing_metrics") if name in evaluation.metadata
+    ]
 
 
 def _root_cause(error) -> str:
@@ -233,8 +265,10 @@ class _RunMessages(logging.Handler):
         print(f"{level}{where}: {meta.get('orig_message', record.getMessage())}", file=sys.stderr, flush=True)
 
 
-@logger(config_schema={"log_level": Field(str, is_required=False, default_value=RUN_LOG_LEVEL)},
-        description="The run's own messages on stderr, without Dagster's event lines.")
+@logger(
+    config_schema={"log_level": Field(str, is_required=False, default_value=RUN_LOG_LEVEL)},
+    description="The run's own messages on stderr, without Dagster's event lines.",
+)
 def terminal_logger(init_context) -> logging.Logger:
     level = logging.getLevelName(init_context.logger_config["log_level"].upper())
     run_logger = logging.Logger("rag-eval", level=level)

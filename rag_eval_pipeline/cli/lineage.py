@@ -52,16 +52,25 @@ def _share(context, parameter, value: float) -> float:
 
 
 def min_coverage_option(command):
-    return click.option("--min-coverage", type=float, default=DEFAULT_MIN_COVERAGE, show_default=True,
-                        callback=_share, help="least share of a metric's items that must be measured, on the "
-                        "candidate's side and the baseline's, to decide on it (and to become a baseline)")(command)
+    return click.option(
+        "--min-coverage",
+        type=float,
+        default=DEFAULT_MIN_COVERAGE,
+        show_default=True,
+        callback=_share,
+        help="least share of a metric's items that must be measured, on the "
+        "candidate's side and the baseline's, to decide on it (and to become a baseline)",
+    )(command)
 
 
 def candidate_options(command):
     command = click.option("--promote-baseline", is_flag=True, help="make this candidate the baseline")(command)
-    command = click.option("--commit", default=DEFAULT_COMMIT, show_default=True, help="the candidate's commit")(command)
-    return click.option("--candidate", default="reference", show_default=True,
-                        help="'reference', 'module:function' or outputs .jsonl")(command)
+    command = click.option("--commit", default=DEFAULT_COMMIT, show_default=True, help="the candidate's commit")(
+        command
+    )
+    return click.option(
+        "--candidate", default="reference", show_default=True, help="'reference', 'module:function' or outputs .jsonl"
+    )(command)
 
 
 @click.command(help="register a tenant and a dataset version")
@@ -87,8 +96,12 @@ def run(tenant: str, version: str, job: str, candidate: str, commit: str, promot
 
 
 @click.command(help="register the demo tenant and run the whole lineage for it")
-@click.option("--version", default=DEMO_VERSION, show_default=True,
-              help="dataset version; a new one re-synthesizes the (immutable) golden set")
+@click.option(
+    "--version",
+    default=DEMO_VERSION,
+    show_default=True,
+    help="dataset version; a new one re-synthesizes the (immutable) golden set",
+)
 @candidate_options
 def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> int:
     from rag_eval_pipeline.partitions import register_partition
@@ -122,20 +135,47 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
 @click.option("--outputs", help="a .jsonl of precomputed outputs")
 @click.option("--version", help="golden-set version (default: the tenant's latest published one)")
 @click.option("--baseline", metavar="COMMIT", help="an audited commit to compare with (default: the current baseline)")
-@click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True, callback=_tolerance,
-              help="largest allowed drop of a mean, 0 to 1")
+@click.option(
+    "--tolerance",
+    type=float,
+    default=DEFAULT_TOLERANCE,
+    show_default=True,
+    callback=_tolerance,
+    help="largest allowed drop of a mean, 0 to 1",
+)
 @min_coverage_option
-@click.option("--branch", default="", help="the candidate's branch: only a pass on the main branch sets or moves "
-              "the baseline")
-@click.option("--main-branch", default="main", show_default=True,
-              help="the followed branch, whose passing candidates become the baseline")
+@click.option(
+    "--branch", default="", help="the candidate's branch: only a pass on the main branch sets or moves the baseline"
+)
+@click.option(
+    "--main-branch",
+    default="main",
+    show_default=True,
+    help="the followed branch, whose passing candidates become the baseline",
+)
 @click.option("--junit", type=click.Path(path_type=Path), help="also write the verdict per metric as JUnit XML")
-@click.option("--no-rescore-baseline", "rescore_baseline", flag_value=False, default=True,
-              help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
-                   "re-scoring its archived outputs with the current judge")
-def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, version: str | None, baseline: str | None,
-         tolerance: float, min_coverage: float, branch: str, main_branch: str, junit: Path | None,
-         rescore_baseline: bool) -> int:
+@click.option(
+    "--no-rescore-baseline",
+    "rescore_baseline",
+    flag_value=False,
+    default=True,
+    help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
+    "re-scoring its archived outputs with the current judge",
+)
+def gate(
+    tenant: str,
+    commit: str,
+    entry: str | None,
+    outputs: str | None,
+    version: str | None,
+    baseline: str | None,
+    tolerance: float,
+    min_coverage: float,
+    branch: str,
+    main_branch: str,
+    junit: Path | None,
+    rescore_baseline: bool,
+) -> int:
     if entry and outputs:  # checked before the imports below: they take seconds
         raise click.UsageError("--entry and --outputs name two candidates: give one")
     commit = _commit(commit, "--candidate")
@@ -154,8 +194,14 @@ def gate(tenant: str, commit: str, entry: str | None, outputs: str | None, versi
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
     _check_gate_inputs(warehouse, tenant, version, baseline)
-    report = ReportSettings(tolerance=tolerance, min_coverage=min_coverage, baseline_commit=baseline or "",
-                            branch=branch, main_branch=main_branch, rescore_baseline=rescore_baseline)
+    report = ReportSettings(
+        tolerance=tolerance,
+        min_coverage=min_coverage,
+        baseline_commit=baseline or "",
+        branch=branch,
+        main_branch=main_branch,
+        rescore_baseline=rescore_baseline,
+    )
     outcome = launch(instance, "audit", key, commit, spec, report)
     _print_outcome(outcome, tenant, version, "audit", commit)
     if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
@@ -188,13 +234,17 @@ def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | Non
 
     manifest = read_manifest(warehouse, tenant, version)
     if manifest is None:
-        raise BadInput(f"the golden set of {tenant}/{version} is not published (its synthesis did not finish or "
-                       "its checks failed): nothing to gate on")
+        raise BadInput(
+            f"the golden set of {tenant}/{version} is not published (its synthesis did not finish or "
+            "its checks failed): nothing to gate on"
+        )
     require_items(manifest)
     audited = baseline_store(warehouse).audited_commits(tenant, version)
     if baseline and baseline not in audited:
-        raise BadInput(f"baseline commit {baseline!r} was never audited on {tenant}/{version} "
-                       f"(audited commits: {', '.join(audited) or 'none yet'})")
+        raise BadInput(
+            f"baseline commit {baseline!r} was never audited on {tenant}/{version} "
+            f"(audited commits: {', '.join(audited) or 'none yet'})"
+        )
 
 
 def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: str, junit: Path | None) -> int:
@@ -212,8 +262,10 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
     unmeasured = report.loc[report["verdict"] == "unmeasured"]
     if junit:
         click.echo(f"JUnit XML: {write_junit(report, f'rag-eval gate {tenant}/{version}', junit)}")
-    click.echo(f"gate: {verdict.upper()} for commit {commit} on {tenant}/{version}"
-               + (f"; regressed: {', '.join(failing)}" if failing else ""))
+    click.echo(
+        f"gate: {verdict.upper()} for commit {commit} on {tenant}/{version}"
+        + (f"; regressed: {', '.join(failing)}" if failing else "")
+    )
     for metric, note in zip(unmeasured["metric"], unmeasured["note"]):
         click.echo(f"unmeasured {metric}: {note}")
     click.echo(f"baseline: {report['baseline_commit'].iloc[0]}")
@@ -227,8 +279,7 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
         return OK
     if outcome == BLOCKS:
         return BLOCKED
-    why = (f"{', '.join(unmeasured['metric'])} measured on too few items (see above)" if len(unmeasured)
-           else verdict)
+    why = f"{', '.join(unmeasured['metric'])} measured on too few items (see above)" if len(unmeasured) else verdict
     click.echo(f"error: the gate cannot decide on commit {commit} ({tenant}/{version}): {why}", err=True)
     return ERROR
 

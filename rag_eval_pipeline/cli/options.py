@@ -76,8 +76,13 @@ class JudgeOptions:
         from rag_eval_pipeline.core.llm.client import LLMSettings
 
         return LLMSettings(
-            base_url=self.base_url, model=self.model, api_key=self.api_key, response_format=self.response_format,
-            concurrency=self.concurrency, timeout_s=self.timeout_s, max_retries=self.max_retries,
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            response_format=self.response_format,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
         )
 
 
@@ -86,24 +91,55 @@ _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the se
     ("--base-url", "base_url", dict(help="the OpenAI-compatible server (default: RAG_EVAL_JUDGE_BASE_URL)")),
     ("--model", "model", dict(help="default: RAG_EVAL_JUDGE_MODEL")),
     ("--api-key", "api_key", dict(help="default: RAG_EVAL_JUDGE_API_KEY, else none needed")),
-    ("--mode", "mode", dict(type=click.Choice(JUDGE_MODES),
-                            help="2 LLM calls per item for the core metrics, or 1 (default: RAG_EVAL_JUDGE_MODE, "
-                                 "else decomposed)")),
-    ("--response-format", "response_format", dict(
-        type=click.Choice(RESPONSE_FORMATS),
-        help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server "
-             "(default: RAG_EVAL_JUDGE_RESPONSE_FORMAT, else json_schema)")),
-    ("--concurrency", "concurrency", dict(
-        type=int, help=f"LLM calls in flight (default: RAG_EVAL_JUDGE_CONCURRENCY, else {DEFAULT_CONCURRENCY})")),
-    ("--timeout-s", "timeout_s", dict(
-        type=float, help="seconds one attempt of a call may take "
-                         f"(default: RAG_EVAL_JUDGE_TIMEOUT_S, else {DEFAULT_TIMEOUT_S:g})")),
-    ("--max-retries", "max_retries", dict(
-        type=int, help="retries of a call on HTTP 408/409/429/5xx, a connection error, a timeout or an HTTP 200 "
-                       "that is no chat completion, with jittered "
-                       f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})")),
-    ("--cache", "cache", dict(help="cache of LLM calls: a SQLite file or a redis:// URL, '' for none "
-                                   "(default: RAG_EVAL_JUDGE_CACHE, else judge_cache.sqlite in the warehouse)")),
+    (
+        "--mode",
+        "mode",
+        dict(
+            type=click.Choice(JUDGE_MODES),
+            help="2 LLM calls per item for the core metrics, or 1 (default: RAG_EVAL_JUDGE_MODE, else decomposed)",
+        ),
+    ),
+    (
+        "--response-format",
+        "response_format",
+        dict(
+            type=click.Choice(RESPONSE_FORMATS),
+            help="json_schema for vLLM and OpenAI, json_object_schema for the llama.cpp server "
+            "(default: RAG_EVAL_JUDGE_RESPONSE_FORMAT, else json_schema)",
+        ),
+    ),
+    (
+        "--concurrency",
+        "concurrency",
+        dict(type=int, help=f"LLM calls in flight (default: RAG_EVAL_JUDGE_CONCURRENCY, else {DEFAULT_CONCURRENCY})"),
+    ),
+    (
+        "--timeout-s",
+        "timeout_s",
+        dict(
+            type=float,
+            help="seconds one attempt of a call may take "
+            f"(default: RAG_EVAL_JUDGE_TIMEOUT_S, else {DEFAULT_TIMEOUT_S:g})",
+        ),
+    ),
+    (
+        "--max-retries",
+        "max_retries",
+        dict(
+            type=int,
+            help="retries of a call on HTTP 408/409/429/5xx, a connection error, a timeout or an HTTP 200 "
+            "that is no chat completion, with jittered "
+            f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})",
+        ),
+    ),
+    (
+        "--cache",
+        "cache",
+        dict(
+            help="cache of LLM calls: a SQLite file or a redis:// URL, '' for none "
+            "(default: RAG_EVAL_JUDGE_CACHE, else judge_cache.sqlite in the warehouse)"
+        ),
+    ),
 ]
 
 

@@ -25,7 +25,12 @@ from rag_eval_pipeline.cli.options import results_store, settings
 
 # Copied from the reviewed version so the audit job (and its lineage) can run on the new one.
 UPSTREAM_TABLES = (
-    "raw_documents", "rejected_documents", "document_chunks", "chunk_clusters", "generation_failures", "generation_plan",
+    "raw_documents",
+    "rejected_documents",
+    "document_chunks",
+    "chunk_clusters",
+    "generation_failures",
+    "generation_plan",
     "synthesis_plan",
 )
 # Written first by an import into its new version: tables there without a manifest are then the leftovers
@@ -44,9 +49,11 @@ def _local_warehouse():
     from rag_eval_pipeline.core.warehouse import Warehouse
 
     if settings().production.enabled:
-        raise BadInput("rag-eval review import writes a new version beside the local warehouse's tables; "
-                       "production mode keeps them in Postgres and the object store, where import is not "
-                       "supported yet: unset RAG_EVAL_DATABASE_URL to import into a local warehouse")
+        raise BadInput(
+            "rag-eval review import writes a new version beside the local warehouse's tables; "
+            "production mode keeps them in Postgres and the object store, where import is not "
+            "supported yet: unset RAG_EVAL_DATABASE_URL to import into a local warehouse"
+        )
     return Warehouse(settings().warehouse_root)
 
 
@@ -64,8 +71,10 @@ def diff(tenant: str, from_version: str, to_version: str, out: Path | None) -> i
     warehouse = _warehouse()
     old, new = (warehouse.read(tenant, v, "golden_set") for v in (from_version, to_version))
     changes = diff_versions(old, new)
-    click.echo(f"golden set of {tenant}: {from_version} ({_describe(warehouse, tenant, from_version)}) -> "
-               f"{to_version} ({_describe(warehouse, tenant, to_version)})")
+    click.echo(
+        f"golden set of {tenant}: {from_version} ({_describe(warehouse, tenant, from_version)}) -> "
+        f"{to_version} ({_describe(warehouse, tenant, to_version)})"
+    )
     click.echo(", ".join(f"{n} {change}" for change, n in diff_summary(changes).items()))
     if len(changes):
         click.echo()
@@ -127,18 +136,24 @@ def export(tenant: str, version: str, out: Path) -> int:
     path = write_sheet(review_sheet(golden), out)
     click.echo(f"{len(golden)} items of {tenant}/{version} written to {path}")
     if read_manifest(warehouse, tenant, version) is None:
-        click.echo(f"note: {tenant}/{version} is not published (its synthesis did not finish or failed its "
-                   "expectations suite): `rag-eval review import` will refuse a review of it", err=True)
-    click.echo("fill in decision (accept, reject or edit; blank leaves an item unreviewed), edited_question and/or "
-               "edited_ground_truth for an edit, and reviewer_note; then run `rag-eval review import`")
+        click.echo(
+            f"note: {tenant}/{version} is not published (its synthesis did not finish or failed its "
+            "expectations suite): `rag-eval review import` will refuse a review of it",
+            err=True,
+        )
+    click.echo(
+        "fill in decision (accept, reject or edit; blank leaves an item unreviewed), edited_question and/or "
+        "edited_ground_truth for an edit, and reviewer_note; then run `rag-eval review import`"
+    )
     return 0
 
 
 @review.command(name="import", help="apply a filled-in review sheet as a new dataset version")
 @click.option("--tenant", required=True)
 @click.option("--version", required=True, help="the reviewed dataset version")
-@click.option("--file", "sheet_path", required=True, type=click.Path(path_type=Path),
-              help="the filled-in sheet, .csv or .jsonl")
+@click.option(
+    "--file", "sheet_path", required=True, type=click.Path(path_type=Path), help="the filled-in sheet, .csv or .jsonl"
+)
 @click.option("--new-version", required=True, help="the dataset version the review makes")
 def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> int:
     from rag_eval_pipeline.core.embeddings import Embedder
@@ -176,12 +191,20 @@ def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> in
         rejected = _all_rejected(warehouse, tenant, version, result.rejected)
         warehouse.write(tenant, new_version, "golden_set", result.golden)
         warehouse.write(tenant, new_version, "rejected_qa", rejected)
-        manifest = publish(warehouse, tenant, new_version, result.golden, source=f"review of {version}",
-                           parent_version=version)
+        manifest = publish(
+            warehouse, tenant, new_version, result.golden, source=f"review of {version}", parent_version=version
+        )
     written = {name: warehouse.read(tenant, new_version, name) for name in copied}
-    record_imported_version(instance, tenant, new_version, {**written, "golden_set": result.golden, "rejected_qa": rejected},
-                            f"review of {tenant}/{version} imported from {sheet_path.name}")
-    _print_import(tenant, version, result, manifest, warehouse.partition_dir(tenant, new_version), copied, dropped_types)
+    record_imported_version(
+        instance,
+        tenant,
+        new_version,
+        {**written, "golden_set": result.golden, "rejected_qa": rejected},
+        f"review of {tenant}/{version} imported from {sheet_path.name}",
+    )
+    _print_import(
+        tenant, version, result, manifest, warehouse.partition_dir(tenant, new_version), copied, dropped_types
+    )
     return 0
 
 
@@ -215,11 +238,15 @@ def _require_reviewable(warehouse, tenant: str, version: str, golden) -> None:
 
     manifest = read_manifest(warehouse, tenant, version)
     if manifest is None:
-        raise BadInput(f"{tenant}/{version} is not published (its synthesis did not finish or failed its expectations "
-                       "suite): only a published golden set can be reviewed")
+        raise BadInput(
+            f"{tenant}/{version} is not published (its synthesis did not finish or failed its expectations "
+            "suite): only a published golden set can be reviewed"
+        )
     if manifest.content_hash != content_hash(golden):
-        raise BadInput(f"the golden_set table of {tenant}/{version} does not match its published manifest "
-                       f"(content hash {manifest.content_hash[:12]}): refusing to review it")
+        raise BadInput(
+            f"the golden_set table of {tenant}/{version} does not match its published manifest "
+            f"(content hash {manifest.content_hash[:12]}): refusing to review it"
+        )
 
 
 def _check_expectations(warehouse, tenant: str, version: str, golden, result) -> set[str]:
@@ -258,8 +285,10 @@ def _import_lock(warehouse, tenant: str, version: str):
         with FileLock(str(path), timeout=LOCK_TIMEOUT_S):
             yield
     except Timeout:
-        raise BadInput(f"another review import into {tenant}/{version} has held it for {LOCK_TIMEOUT_S:.0f} s; "
-                       "try again when it has finished") from None
+        raise BadInput(
+            f"another review import into {tenant}/{version} has held it for {LOCK_TIMEOUT_S:.0f} s; "
+            "try again when it has finished"
+        ) from None
 
 
 def _write_marker(warehouse, tenant: str, version: str, new_version: str, sheet_path: Path) -> None:
@@ -305,16 +334,22 @@ def _print_import(tenant, version, result, manifest, folder: Path, copied: list[
     from rag_eval_pipeline.synthesis.versions import MANIFEST_FILE
 
     s = result.summary
-    click.echo(f"review of {tenant}/{version} -> {tenant}/{manifest.dataset_version}: {s['accepted']} accepted, "
-               f"{s['edited']} edited, {s['rejected']} rejected, {s['edit_rejected']} edits failed verification, "
-               f"{s['unreviewed']} unreviewed")
+    click.echo(
+        f"review of {tenant}/{version} -> {tenant}/{manifest.dataset_version}: {s['accepted']} accepted, "
+        f"{s['edited']} edited, {s['rejected']} rejected, {s['edit_rejected']} edits failed verification, "
+        f"{s['unreviewed']} unreviewed"
+    )
     for reason in result.rejected["reason"]:
         if not str(reason).startswith("rejected by reviewer"):
             click.echo(f"  {reason}")
     for question_type in sorted(dropped_types):
         click.echo(f"note: no {question_type} question is left: the review rejected every one")
-    click.echo(f"golden set: {manifest.n_items} items, content hash {manifest.content_hash[:12]}, "
-               f"published {manifest.published_at} ({manifest.source})")
-    click.echo(f"written to {folder}: golden_set, rejected_qa, {MANIFEST_FILE}"
-               + (f"; copied from {version}: {', '.join(copied)}" if copied else ""))
+    click.echo(
+        f"golden set: {manifest.n_items} items, content hash {manifest.content_hash[:12]}, "
+        f"published {manifest.published_at} ({manifest.source})"
+    )
+    click.echo(
+        f"written to {folder}: golden_set, rejected_qa, {MANIFEST_FILE}"
+        + (f"; copied from {version}: {', '.join(copied)}" if copied else "")
+    )
     click.echo(f"audit it: rag-eval run --tenant {tenant} --version {manifest.dataset_version} --job audit")

@@ -62,8 +62,11 @@ def stuck(tenant: str) -> int:
 @runs.command(help="mark failed the tenant's runs whose process is gone, which frees their run slots")
 @_tenant_option
 @click.option("--run", "run_id", metavar="RUN_ID", help="only this run")
-@click.option("--force", is_flag=True,
-              help=f"with --run: stop it even if it looks alive (cancel it, then after {FORCE_GRACE_S:g} s mark it failed)")
+@click.option(
+    "--force",
+    is_flag=True,
+    help=f"with --run: stop it even if it looks alive (cancel it, then after {FORCE_GRACE_S:g} s mark it failed)",
+)
 def clear(tenant: str, run_id: str | None, force: bool) -> int:
     from rag_eval_pipeline.automation.run_health import examine, mark_failed, stop_run
 
@@ -79,14 +82,19 @@ def clear(tenant: str, run_id: str | None, force: bool) -> int:
     for run in found:
         if run.verdict.dead:
             marked = mark_failed(instance, run.run_id, run.verdict.reason, by)
-            click.echo(f"marked run {run.run_id} failed: {run.verdict.reason}" if marked
-                       else f"run {run.run_id} ended by itself meanwhile")
+            click.echo(
+                f"marked run {run.run_id} failed: {run.verdict.reason}"
+                if marked
+                else f"run {run.run_id} ended by itself meanwhile"
+            )
         elif force:
             ending = stop_run(instance, run.run_id, FORCE_GRACE_S, by, force=True)
             click.echo(f"run {run.run_id}: {ending.message} (status {ending.status.value})")
         else:
-            click.echo(f"left run {run.run_id} ({run.status.value}): {run.verdict.reason}"
-                       + ("" if run.status.value == "QUEUED" else f"; `--run {run.run_id} --force` stops it anyway"))
+            click.echo(
+                f"left run {run.run_id} ({run.status.value}): {run.verdict.reason}"
+                + ("" if run.status.value == "QUEUED" else f"; `--run {run.run_id} --force` stops it anyway")
+            )
     return OK
 
 
@@ -94,11 +102,15 @@ def _describe(run, now: float) -> str:
     """One line: id, job, status and for how long, its process, its last heartbeat, and the verdict with why."""
     executor, verdict = run.verdict.executor, run.verdict
     queued = run.status.value == "QUEUED"
-    process = f"pid {executor.pid} on {executor.host}" if executor else "not started" if queued else "no liveness record"
+    process = (
+        f"pid {executor.pid} on {executor.host}" if executor else "not started" if queued else "no liveness record"
+    )
     beat = f"heartbeat {verdict.heartbeat_age_s:.0f} s ago" if verdict.heartbeat_age_s is not None else "no heartbeat"
     state = "DEAD" if verdict.dead else "waiting" if queued else "alive" if executor else "unknown"
-    return (f"{run.run_id}  {run.record.dagster_run.job_name}  {run.status.value} for {now - run.since:.0f} s  "
-            f"{process}  {beat}  {state}: {verdict.reason}")
+    return (
+        f"{run.run_id}  {run.record.dagster_run.job_name}  {run.status.value} for {now - run.since:.0f} s  "
+        f"{process}  {beat}  {state}: {verdict.reason}"
+    )
 
 
 def _not_found(instance, tenant: str, run_id: str) -> str:

@@ -39,8 +39,9 @@ def open_cache(location: str | Path | None, table: str) -> CacheStore:
     if isinstance(location, str) and is_url(location):
         scheme = location.partition("://")[0].lower()
         if scheme not in REDIS_SCHEMES:
-            raise ValueError(f"cache location {redacted(location)}: a URL must be redis:// or rediss://, "
-                             "else give a file path")
+            raise ValueError(
+                f"cache location {redacted(location)}: a URL must be redis:// or rediss://, else give a file path"
+            )
         return RedisCache(location, table)
     return SqliteCache(location, table)
 

@@ -11,7 +11,12 @@ from typing import Literal, get_args
 
 RETRIEVAL_METRICS = ("hit_rate", "mrr")
 JUDGED_METRICS = (
-    "faithfulness", "answer_relevance", "context_recall", "context_precision", "contextual_relevancy", "answer_correctness",
+    "faithfulness",
+    "answer_relevance",
+    "context_recall",
+    "context_precision",
+    "contextual_relevancy",
+    "answer_correctness",
 )
 ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
 

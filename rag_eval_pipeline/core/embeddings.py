@@ -72,7 +72,11 @@ def progress_logger(log: logging.Logger | logging.LoggerAdapter, every_s: float 
         last_logged = progress.elapsed_s
         log.info(
             "embedded %d/%d new texts, batch %d/%d, %.1f texts/s",
-            progress.texts_done, progress.texts, progress.batches_done, progress.batches, progress.texts_per_s,
+            progress.texts_done,
+            progress.texts,
+            progress.batches_done,
+            progress.batches,
+            progress.texts_per_s,
         )
 
     return report
@@ -103,7 +107,9 @@ class Embedder:
                 found.update(self._embed_and_cache(missing, progress))
         return np.stack([found[key] for key in keys])
 
-    def _embed_and_cache(self, missing: dict[str, str], progress: Callable[[Progress], None] | None) -> dict[str, np.ndarray]:
+    def _embed_and_cache(
+        self, missing: dict[str, str], progress: Callable[[Progress], None] | None
+    ) -> dict[str, np.ndarray]:
         # Longest first, as the model's own encode orders them, so a batch's texts pad to similar lengths.
         order = sorted(missing, key=lambda h: len(missing[h]), reverse=True)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
@@ -112,8 +118,11 @@ class Embedder:
         started = time.perf_counter()
         for number, batch in enumerate(batches, start=1):
             vectors = model.encode(
-                [missing[h] for h in batch], batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
+                [missing[h] for h in batch],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             ).astype(np.float32)
             self._store(batch, vectors)
             new.update(zip(batch, vectors))

@@ -21,20 +21,29 @@ class PartitionNameError(ValueError):
 def validate_name(kind: str, name: str) -> str:
     if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
         raise PartitionNameError(
-            f"invalid {kind} name {name!r}: use 1 to 63 characters among lowercase letters, "
-            "digits, '-' and '_'"
+            f"invalid {kind} name {name!r}: use 1 to 63 characters among lowercase letters, digits, '-' and '_'"
         )
     return name
 
 
 def validate_commit(commit: str) -> str:
     """A candidate's commit: 1 to 100 printable characters without spaces (a sha, a tag, a branch@sha)."""
-    if not isinstance(commit, str) or not 1 <= len(commit) <= MAX_COMMIT_CHARS or not commit.isprintable() \
-            or any(c.isspace() for c in commit):
-        shown = commit if not isinstance(commit, str) or len(commit) <= 40 else f"{commit[:40]}... ({len(commit)} characters)"
+    if (
+        not isinstance(commit, str)
+        or not 1 <= len(commit) <= MAX_COMMIT_CHARS
+        or not commit.isprintable()
+        or any(c.isspace() for c in commit)
+    ):
+        shown = (
+            commit
+            if not isinstance(commit, str) or len(commit) <= 40
+            else f"{commit[:40]}... ({len(commit)} characters)"
+        )
         raise ValueError(f"invalid commit {shown!r}: use 1 to {MAX_COMMIT_CHARS} printable characters without spaces")
     if len(quote(commit, safe="")) > MAX_COMMIT_FOLDER_CHARS:
-        raise ValueError(f"invalid commit {commit[:40]!r}...: too long once encoded as a folder name; use a shorter one")
+        raise ValueError(
+            f"invalid commit {commit[:40]!r}...: too long once encoded as a folder name; use a shorter one"
+        )
     return commit
 
 

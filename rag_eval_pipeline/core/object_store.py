@@ -60,8 +60,10 @@ class ObjectStoreConfig:
                 f"invalid object store endpoint {self.endpoint_url!r}: use http(s)://host:port of the S3 server"
             )
         if not self.access_key_id or not self.secret_access_key:
-            raise ObjectStoreError(f"no credentials for the object store at {self.endpoint_url}: "
-                                   "set its access key id and secret access key")
+            raise ObjectStoreError(
+                f"no credentials for the object store at {self.endpoint_url}: "
+                "set its access key id and secret access key"
+            )
 
     @property
     def bucket(self) -> str:
@@ -93,8 +95,13 @@ def parse_base_url(url: str) -> tuple[str, str]:
     """(bucket, prefix) of `s3://bucket/prefix`; the prefix may be empty."""
     parts = urlsplit(url or "")
     prefix = parts.path.strip("/")
-    if parts.scheme != SCHEME or not _BUCKET_PATTERN.fullmatch(parts.netloc) or parts.query or parts.fragment \
-            or any(segment in ("", ".", "..") for segment in prefix.split("/") if prefix):
+    if (
+        parts.scheme != SCHEME
+        or not _BUCKET_PATTERN.fullmatch(parts.netloc)
+        or parts.query
+        or parts.fragment
+        or any(segment in ("", ".", "..") for segment in prefix.split("/") if prefix)
+    ):
         raise ObjectStoreError(
             f"invalid object store URL {url!r}: use s3://<bucket>/<prefix> (bucket: 3 to 63 lowercase letters, "
             "digits, '.' and '-'; prefix: folder names without '.', '..' or '//')"
@@ -244,12 +251,24 @@ def describe(config: ObjectStoreConfig, action: str, path: str, error: BaseExcep
     detail = " ".join(str(error).split()) or type(error).__name__
     if len(detail) > 200:
         detail = detail[:200] + "..."
-    return (f"object store error: could not {action} s3://{path} in {config.where()}: {fix} "
-            f"({type(error).__name__}: {detail})")
+    return (
+        f"object store error: could not {action} s3://{path} in {config.where()}: {fix} "
+        f"({type(error).__name__}: {detail})"
+    )
 
 
 def _is_connection_error(error: BaseException) -> bool:
     names = {cls.__name__ for cls in type(error).__mro__}
-    return bool(names & {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionError",
-                         "ClientConnectorError", "ServerDisconnectedError", "ConnectionClosedError",
-                         "ReadTimeoutError", "TimeoutError"})
+    return bool(
+        names
+        & {
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ConnectionError",
+            "ClientConnectorError",
+            "ServerDisconnectedError",
+            "ConnectionClosedError",
+            "ReadTimeoutError",
+            "TimeoutError",
+        }
+    )

@@ -43,7 +43,9 @@ class RedisCache:
         self._errors = redis.RedisError  # also a refused login or a full server: a cache fault either way
         try:
             self._client = redis.Redis.from_url(
-                url, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=SOCKET_TIMEOUT_S,
+                url,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                socket_timeout=SOCKET_TIMEOUT_S,
                 retry=Retry(ExponentialBackoff(cap=0.1, base=0.05), RETRIES),
             )
         except ValueError as error:
@@ -66,8 +68,12 @@ class RedisCache:
             for batch in batches:
                 pipe.mget([self._prefix + key for key in batch])
             replies = pipe.execute()
-        return {key: value for batch, values in zip(batches, replies) for key, value in zip(batch, values)
-                if value is not None}
+        return {
+            key: value
+            for batch, values in zip(batches, replies)
+            for key, value in zip(batch, values)
+            if value is not None
+        }
 
     def put(self, key: str, value: bytes) -> None:
         self.put_many({key: value})

@@ -33,8 +33,9 @@ class SqliteCache:
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: no implicit transactions; writes open their own, IMMEDIATE.
-        self._db = sqlite3.connect(self.path or ":memory:", timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
+        self._db = sqlite3.connect(
+            self.path or ":memory:", timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
         self._lock = threading.Lock()
         with self._lock:
             if self.path:

@@ -95,7 +95,9 @@ def lineage_of(frame: pd.DataFrame) -> Lineage | None:
     if not text:
         return None
     data = json.loads(text)
-    return Lineage(step=str(data["step"]), run_id=str(data["run_id"]), inputs={str(k): str(v) for k, v in data["inputs"].items()})
+    return Lineage(
+        step=str(data["step"]), run_id=str(data["run_id"]), inputs={str(k): str(v) for k, v in data["inputs"].items()}
+    )
 
 
 def drop_lineage(frame: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +145,9 @@ def _parquet(frame: pd.DataFrame) -> bytes:
 
 def _same_column(stored: pd.Series, new: pd.Series) -> bool:
     if pd.api.types.is_float_dtype(stored) and pd.api.types.is_float_dtype(new):
-        return bool(np.allclose(stored.to_numpy(float), new.to_numpy(float), rtol=0, atol=FLOAT_TOLERANCE, equal_nan=True))
+        return bool(
+            np.allclose(stored.to_numpy(float), new.to_numpy(float), rtol=0, atol=FLOAT_TOLERANCE, equal_nan=True)
+        )
     return [_plain(v) for v in stored] == [_plain(v) for v in new]
 
 
@@ -171,8 +175,11 @@ def snapshot_problems(tables: dict[str, pd.DataFrame | None]) -> list[str]:
     """
     problems = [f"{name} is missing" for name, frame in tables.items() if frame is None]
     lineages = {name: lineage_of(frame) for name, frame in tables.items() if frame is not None}
-    problems += [f"{name} does not say what it was built from (written before tables carried their lineage)"
-                 for name, lineage in lineages.items() if lineage is None]
+    problems += [
+        f"{name} does not say what it was built from (written before tables carried their lineage)"
+        for name, lineage in lineages.items()
+        if lineage is None
+    ]
     known = {name: lineage for name, lineage in lineages.items() if lineage is not None}
     digests = {name: table_digest(frame) for name, frame in tables.items() if frame is not None}
     for name, lineage in sorted(known.items()):

@@ -23,11 +23,16 @@ from rag_eval_pipeline.core.names import validate_commit, validate_name, validat
 AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
 # The tables a golden set is built from, and the golden set: what a published version is made of.
 SYNTHESIS_TABLES = (
-    "raw_documents", "rejected_documents",
+    "raw_documents",
+    "rejected_documents",
     "document_chunks",
     "chunk_clusters",
-    "synthetic_qa", "generation_failures", "generation_plan",
-    "golden_set", "rejected_qa", "synthesis_plan",
+    "synthetic_qa",
+    "generation_failures",
+    "generation_plan",
+    "golden_set",
+    "rejected_qa",
+    "synthesis_plan",
 )
 AUDITS_FOLDER = "audits"
 COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
@@ -146,8 +151,10 @@ class Warehouse:
         try:
             lock.acquire()
         except Timeout:
-            raise TimeoutError(f"{tenant}/{dataset_version} stayed locked by another run for "
-                               f"{VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished") from None
+            raise TimeoutError(
+                f"{tenant}/{dataset_version} stayed locked by another run for "
+                f"{VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished"
+            ) from None
         try:
             yield
         finally:
@@ -155,15 +162,17 @@ class Warehouse:
 
     # --- an audit's tables: one folder per commit and run ---
 
-    def write_audit_table(self, tenant: str, dataset_version: str, commit: str, run_id: str, name: str,
-                          frame: pd.DataFrame) -> Path:
+    def write_audit_table(
+        self, tenant: str, dataset_version: str, commit: str, run_id: str, name: str, frame: pd.DataFrame
+    ) -> Path:
         return atomic_write_parquet(self.audit_dir(tenant, dataset_version, commit, run_id) / f"{name}.parquet", frame)
 
     def report_location(self, tenant: str, dataset_version: str, commit: str, run_id: str) -> PurePath:
         return self.audit_dir(tenant, dataset_version, commit, run_id)
 
-    def write_report(self, tenant: str, dataset_version: str, commit: str, run_id: str, report: StoredReport,
-                     parameters: dict) -> None:
+    def write_report(
+        self, tenant: str, dataset_version: str, commit: str, run_id: str, report: StoredReport, parameters: dict
+    ) -> None:
         """The Markdown and HTML files, each written then renamed (the parameters are in the run's config)."""
         folder = self.audit_dir(tenant, dataset_version, commit, run_id)
         atomic_write_text(folder / REPORT_FILES["html"], report.html)

@@ -38,7 +38,8 @@ class CandidateSettings(Config):
     )
     commit: str = Field(default=DEFAULT_COMMIT, description="The candidate's commit, recorded on every row.")
     outputs_jsonl: str = Field(
-        default="", description="An outputs file's records, one JSON object per line, carried in the run itself "
+        default="",
+        description="An outputs file's records, one JSON object per line, carried in the run itself "
         "(set from the file when the run is launched); when empty, the file `candidate` names is read here.",
     )
     top_k: int = Field(default=5, description="Chunks retrieved by the reference candidate.")
@@ -114,7 +115,9 @@ def metric_scores(
 ) -> Output[pd.DataFrame]:
     commit = audited_commit(context.run.tags.get(COMMIT_TAG), candidate_outputs)
     active_judge = judge.get()
-    frame, judgements = score_outputs(candidate_outputs, golden_set, active_judge, embedder.get(), config.metrics, config.k)
+    frame, judgements = score_outputs(
+        candidate_outputs, golden_set, active_judge, embedder.get(), config.metrics, config.k
+    )
     measured = frame[frame["status"] == "ok"]
     return Output(
         frame,

@@ -53,8 +53,13 @@ class CandidateProcess:
         self.entry = entry
         self.process = subprocess.Popen(
             [sys.executable, "-m", __name__, entry],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,  # the candidate's logs go to ours
-            env=_child_environment(), text=True, encoding="utf-8", errors="replace",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the candidate's logs go to ours
+            env=_child_environment(),
+            text=True,
+            encoding="utf-8",
+            errors="replace",
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read_lines, daemon=True).start()

@@ -51,7 +51,9 @@ class CandidateSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(CandidateKind):
-            raise CandidateError(f"unknown candidate kind {self.kind!r}: expected one of {', '.join(get_args(CandidateKind))}")
+            raise CandidateError(
+                f"unknown candidate kind {self.kind!r}: expected one of {', '.join(get_args(CandidateKind))}"
+            )
         if self.kind == REFERENCE and self.value:
             raise CandidateError(f"the reference candidate takes no value, got {self.value!r}")
         if self.kind == "entry_point" and not (isinstance(self.value, str) and _ENTRY.fullmatch(self.value)):
@@ -71,8 +73,10 @@ class CandidateSpec:
             return cls("outputs_file", text)
         if isinstance(text, str) and _ENTRY.fullmatch(text):
             return cls("entry_point", text)
-        raise CandidateError(f"invalid candidate {text!r}: expected 'reference', 'package.module:function' "
-                             f"or a path to a {OUTPUTS_SUFFIX} outputs file")
+        raise CandidateError(
+            f"invalid candidate {text!r}: expected 'reference', 'package.module:function' "
+            f"or a path to a {OUTPUTS_SUFFIX} outputs file"
+        )
 
     @classmethod
     def entry(cls, text: str) -> CandidateSpec:
@@ -92,13 +96,17 @@ class CandidateSpec:
         folder = Path(folder).resolve()
         resolved = (folder / name).resolve()
         if not resolved.is_relative_to(folder):
-            raise CandidateError(f"outputs {name!r} is outside the manifests folder {folder}: put the file beside the manifest")
+            raise CandidateError(
+                f"outputs {name!r} is outside the manifests folder {folder}: put the file beside the manifest"
+            )
         if not resolved.is_file():
             raise CandidateError(f"outputs file {resolved} does not exist")
         names = os.stat(resolved).st_nlink
         if names > 1:
-            raise CandidateError(f"outputs {name!r} is a hard link (one of {names} names of a file that may be anyone's): "
-                                 "put a copy of its own beside the manifest")
+            raise CandidateError(
+                f"outputs {name!r} is a hard link (one of {names} names of a file that may be anyone's): "
+                "put a copy of its own beside the manifest"
+            )
         return cls("outputs_file", str(resolved))
 
     def __str__(self) -> str:
@@ -137,7 +145,9 @@ def allowed_entry_modules() -> tuple[str, ...]:
     prefixes = settings.load().candidate_modules  # read at each check, so a changed environment applies
     for prefix in prefixes:
         if not _MODULE.fullmatch(prefix):
-            raise CandidateError(f"{settings.CANDIDATE_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'")
+            raise CandidateError(
+                f"{settings.CANDIDATE_MODULES_VARIABLE}: invalid module prefix {prefix!r}: expected 'package.module'"
+            )
     return prefixes
 
 
@@ -161,7 +171,9 @@ def load_entry_point(entry: CandidateSpec | str) -> Candidate:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
-        raise CandidateError(f"cannot import candidate module {module_name!r}: {type(error).__name__}: {error}") from error
+        raise CandidateError(
+            f"cannot import candidate module {module_name!r}: {type(error).__name__}: {error}"
+        ) from error
     target: Any = module
     for part in attribute.split("."):
         target = getattr(target, part, None)
@@ -197,8 +209,10 @@ def validate_output(raw: Any) -> tuple[str, list[dict]]:
     except ValidationError as error:
         raise ValueError(_output_problem(error.errors()[0]["loc"])) from None
     answer = field_text(output.answer, "answer")
-    contexts = [{"id": scorable_text(str(c.id)), "text": field_text(c.text, f"context at rank {rank}")}
-                for rank, c in enumerate(output.contexts)]  # ranks counted as in _output_problem
+    contexts = [
+        {"id": scorable_text(str(c.id)), "text": field_text(c.text, f"context at rank {rank}")}
+        for rank, c in enumerate(output.contexts)
+    ]  # ranks counted as in _output_problem
     return answer, contexts
 
 
@@ -234,8 +248,9 @@ def _ask(candidate: Candidate, qa_id: str, question: str, timeout_s: float) -> C
     if worker.is_alive():
         return CandidateOutput(qa_id, question, "", [], FAILED, f"timed out after {timeout_s:g} s", latency)
     if "error" in outcome:
-        return CandidateOutput(qa_id, question, "", [], FAILED, scorable_text(f"candidate raised {outcome['error']}"),
-                               latency)
+        return CandidateOutput(
+            qa_id, question, "", [], FAILED, scorable_text(f"candidate raised {outcome['error']}"), latency
+        )
     try:
         answer, contexts = validate_output(outcome.get("value"))
     except ValueError as error:
@@ -269,8 +284,10 @@ def outputs_text(path: Path | str) -> str:
 
 def _require_a_usable_record(path: Path, lines: list) -> None:
     if not lines:
-        raise CandidateError(f"candidate outputs file {path} holds no records: expected one JSON object per line "
-                             "with 'qa_id' (or 'question'), 'answer' and 'contexts'")
+        raise CandidateError(
+            f"candidate outputs file {path} holds no records: expected one JSON object per line "
+            "with 'qa_id' (or 'question'), 'answer' and 'contexts'"
+        )
     problems = []
     for line in lines:
         try:
@@ -308,12 +325,18 @@ def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
     for item in items:
         record = by_key.get(item["qa_id"], by_key.get(item["question"]))
         if record is None:
-            outputs.append(CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, "no output in the file for this item", 0.0))
+            outputs.append(
+                CandidateOutput(
+                    item["qa_id"], item["question"], "", [], FAILED, "no output in the file for this item", 0.0
+                )
+            )
             continue
         try:
             answer, contexts = _usable(record)
         except ValueError as error:
-            outputs.append(CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, f"malformed output: {error}", 0.0))
+            outputs.append(
+                CandidateOutput(item["qa_id"], item["question"], "", [], FAILED, f"malformed output: {error}", 0.0)
+            )
             continue
         outputs.append(CandidateOutput(item["qa_id"], item["question"], answer, contexts, OK, "", 0.0))
     return outputs

@@ -17,13 +17,18 @@ from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline.core.judging.results import CANDIDATE_FAILED, SCORE_COLUMNS, MetricResult, unmeasured
 
 
-
 def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]:
     """One row per metric result: the item's own fields (its id...), then metric, score, status,
     reason and the evidence as JSON. An item with no result has no row."""
     return [
-        {**fields, "metric": result.metric, "score": result.score, "status": result.status,
-         "reason": result.reason, "evidence": json.dumps(result.evidence, default=str)}
+        {
+            **fields,
+            "metric": result.metric,
+            "score": result.score,
+            "status": result.status,
+            "reason": result.reason,
+            "evidence": json.dumps(result.evidence, default=str),
+        }
         for fields, results in scored
         for result in results
     ]
@@ -38,8 +43,10 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
     results, judgements = score_items(items, judge, embedder, metrics, k)
     scored = dict(zip(answered, results))
     rows = metric_rows(
-        ({"qa_id": output["qa_id"], "judge": judge.name, "k": k, "commit": output["commit"]},
-         scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output['error'])) for metric in metrics])
+        (
+            {"qa_id": output["qa_id"], "judge": judge.name, "k": k, "commit": output["commit"]},
+            scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output["error"])) for metric in metrics],
+        )
         for i, output in enumerate(records)
     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS), judgements

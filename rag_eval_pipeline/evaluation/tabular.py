@@ -163,8 +163,12 @@ def _item(row: dict, row_id: str) -> EvalItem:
         contexts[-1]["text"] = _text(contexts[-1]["text"], f"context {rank + 1}")
     gold = _list(row.get("gold_chunk_ids"), "reference context ids") if _present(row.get("gold_chunk_ids")) else []
     return EvalItem(
-        qa_id=row_id, question=question, answer=_text(row.get("answer"), "answer"), contexts=contexts,
-        ground_truth=_text(row.get("ground_truth"), "ground truth"), gold_chunk_ids=[_id(g) for g in gold],
+        qa_id=row_id,
+        question=question,
+        answer=_text(row.get("answer"), "answer"),
+        contexts=contexts,
+        ground_truth=_text(row.get("ground_truth"), "ground truth"),
+        gold_chunk_ids=[_id(g) for g in gold],
     )
 
 
@@ -203,8 +207,10 @@ def _list(value, what: str) -> list:
 def results_frame(rows: list[InputRow], items, results, bad_rows: list[BadRow], metrics) -> pd.DataFrame:
     """One row per input row, in input order: id, a column per metric, `<metric>_status` and `error`."""
     scored = {number: item_results for (number, _), item_results in zip(items, results)}
-    cells = {(cell["row"], cell["metric"]): cell
-             for cell in metric_rows(({"row": row.number}, scored.get(row.number, [])) for row in rows)}
+    cells = {
+        (cell["row"], cell["metric"]): cell
+        for cell in metric_rows(({"row": row.number}, scored.get(row.number, [])) for row in rows)
+    }
     invalid = {bad.row_number: bad.reason for bad in bad_rows}
     columns = ["id", *(name for metric in metrics for name in (metric, f"{metric}_status")), "error"]
     out_rows = []

@@ -13,7 +13,17 @@ from rag_eval_pipeline.resources import DocumentsResource, RunLivenessResource
 
 CHUNK_COLUMNS = [f.name for f in fields(Chunk)]
 REJECTION_COLUMNS = ["path", "reason"]
-DOCUMENT_COLUMNS = ["doc_id", "path", "format", "title", "page_count", "n_chars", "furniture_lines", "content_hash", "pages"]
+DOCUMENT_COLUMNS = [
+    "doc_id",
+    "path",
+    "format",
+    "title",
+    "page_count",
+    "n_chars",
+    "furniture_lines",
+    "content_hash",
+    "pages",
+]
 
 
 @lineage_multi_asset(
@@ -76,8 +86,9 @@ class ChunkingSettings(Config):
     "ingestion",
     "Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
 )
-def document_chunks(config: ChunkingSettings, run_liveness: RunLivenessResource,
-                    raw_documents: pd.DataFrame) -> Output[pd.DataFrame]:
+def document_chunks(
+    config: ChunkingSettings, run_liveness: RunLivenessResource, raw_documents: pd.DataFrame
+) -> Output[pd.DataFrame]:
     settings = ChunkingConfig(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)
     chunks = [
         asdict(chunk)
@@ -98,6 +109,10 @@ def document_chunks(config: ChunkingSettings, run_liveness: RunLivenessResource,
 
 def _as_document(row: dict) -> Document:
     return Document(
-        doc_id=row["doc_id"], path=row["path"], format=row["format"], title=row["title"],
-        pages=list(row["pages"]), content_hash=row["content_hash"],
+        doc_id=row["doc_id"],
+        path=row["path"],
+        format=row["format"],
+        title=row["title"],
+        pages=list(row["pages"]),
+        content_hash=row["content_hash"],
     )

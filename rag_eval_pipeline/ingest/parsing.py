@@ -116,7 +116,9 @@ def list_folder(folder: Path) -> FolderListing:
             with os.scandir(directory) as scan:
                 entries = list(scan)
         except OSError as error:
-            listing.rejections.append(Rejection(_relative(listing.root, directory), f"cannot list folder: {error.strerror}"))
+            listing.rejections.append(
+                Rejection(_relative(listing.root, directory), f"cannot list folder: {error.strerror}")
+            )
             continue
         for entry in entries:
             _sort_entry(listing, entry, pending)
@@ -159,8 +161,10 @@ def _link_reason(root: Path, link: Path) -> str:
 
 
 def _hard_link_reason(names: int) -> str:
-    return (f"hard link (one of {names} names of this file): not read, as its content may be another tenant's "
-            "file or a host file; put a copy of its own in the folder")
+    return (
+        f"hard link (one of {names} names of this file): not read, as its content may be another tenant's "
+        "file or a host file; put a copy of its own in the folder"
+    )
 
 
 def _relative(root: Path, path: Path) -> str:
@@ -174,8 +178,10 @@ def tenant_folder_problem(folder: Path) -> str:
     folder, or any folder of the host. The documents root itself may be a link (an operator's mount).
     """
     if Path(folder).is_symlink():
-        return ("a symbolic link: a tenant's documents must be in a folder of its own under the documents root "
-                "(the root itself may be a link)")
+        return (
+            "a symbolic link: a tenant's documents must be in a folder of its own under the documents root "
+            "(the root itself may be a link)"
+        )
     return ""
 
 
@@ -303,5 +309,9 @@ def _first_heading(pages: list[str]) -> str | None:
 
 def _reads_as_title(line: str) -> bool:
     """Short, with letters, not a sentence or a dateline ("{from} THE SUN, SUNDAY, MARCH 25, 1877.")."""
-    return len(line.split()) <= 15 and any(c.isalpha() for c in line) and line[-1] not in ".,;:" \
+    return (
+        len(line.split()) <= 15
+        and any(c.isalpha() for c in line)
+        and line[-1] not in ".,;:"
         and not re.search(r"[{}\[\]]", line)
+    )

@@ -31,27 +31,41 @@ from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLive
 from rag_eval_pipeline.core.warehouse import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.core.names import COMMIT_TAG
 
+
 class ReportSettings(Config):
-    tolerance: float = Field(default=DEFAULT_TOLERANCE, ge=0, le=1, allow_inf_nan=False,
-                             description="Largest allowed drop of a metric's mean, 0 to 1.")
+    tolerance: float = Field(
+        default=DEFAULT_TOLERANCE,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Largest allowed drop of a metric's mean, 0 to 1.",
+    )
     metric_tolerances: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] = Field(
         default={}, description="Per-metric overrides of the tolerance, e.g. {'mrr': 0.1}."
     )
     min_coverage: float = Field(
-        default=DEFAULT_MIN_COVERAGE, ge=0, le=1, allow_inf_nan=False,
+        default=DEFAULT_MIN_COVERAGE,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
         description="Least share of a metric's applicable items that must be measured, on the candidate's side "
         "and the baseline's, for the gate to decide on it and for the candidate to become a baseline.",
     )
     baseline_commit: str = Field(
-        default="", description="Compare against this audited commit instead of the tenant's current baseline "
-        "(for comparison only: such a run never moves the baseline by itself)."
+        default="",
+        description="Compare against this audited commit instead of the tenant's current baseline "
+        "(for comparison only: such a run never moves the baseline by itself).",
     )
     promote_to_baseline: bool = Field(default=False, description="Make this candidate the tenant's baseline.")
     branch: str = Field(default="", description="The candidate's branch; a pass on main_branch promotes it.")
-    main_branch: str = Field(default="main", description="Candidates that pass on this branch become the baseline; "
-                             "the first audit of a version on it proposes the first baseline.")
+    main_branch: str = Field(
+        default="main",
+        description="Candidates that pass on this branch become the baseline; "
+        "the first audit of a version on it proposes the first baseline.",
+    )
     first_audit_is_baseline: bool = Field(
-        default=False, description="The first audit of a version becomes its baseline whatever the branch "
+        default=False,
+        description="The first audit of a version becomes its baseline whatever the branch "
         "(`rag-eval run` and `demo`: the operator's own runs).",
     )
     rescore_baseline: bool = Field(
@@ -65,9 +79,13 @@ class ReportSettings(Config):
         return {"default": self.tolerance, **self.metric_tolerances}
 
     def promotion_policy(self) -> PromotionPolicy:
-        return PromotionPolicy(explicit=self.promote_to_baseline, branch=self.branch, main_branch=self.main_branch,
-                               baseline_requested=bool(self.baseline_commit),
-                               first_audit_is_baseline=self.first_audit_is_baseline)
+        return PromotionPolicy(
+            explicit=self.promote_to_baseline,
+            branch=self.branch,
+            main_branch=self.main_branch,
+            baseline_requested=bool(self.baseline_commit),
+            first_audit_is_baseline=self.first_audit_is_baseline,
+        )
 
 
 @lineage_asset(
@@ -95,8 +113,14 @@ def regression_report(
     store = warehouse.store()
     baselines = warehouse.baselines()
     scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
-    audit = Audit(tenant, version, commit, run_id, store.report_location(tenant, version, commit, run_id),
-                  judges_of(metric_scores))
+    audit = Audit(
+        tenant,
+        version,
+        commit,
+        run_id,
+        store.report_location(tenant, version, commit, run_id),
+        judges_of(metric_scores),
+    )
     for _ in range(COMPARE_ATTEMPTS):
         # Compared outside the lock (re-scoring a baseline may take long); then, under it and only if the
         # baseline is still the one compared with, the report is stored, the audit archived and, last of
@@ -107,20 +131,32 @@ def regression_report(
         report = build_report(audit, outcome)
         with baselines.locked(tenant):
             if baselines.current(tenant, version) != current:
-                context.log.info(f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again")
+                context.log.info(
+                    f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again"
+                )
                 continue
             store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": config.tolerances()})
             store.write_audit_table(tenant, version, commit, run_id, "regression_report", report.table)
             baselines.mark_complete(tenant, version, commit, run_id)  # its tables are in the run's folder already
             if outcome.promotion:
-                baselines.promote(tenant, version, commit, outcome.promotion, config.branch, run_id,
-                                  expected_current=current.commit if current else None)
+                baselines.promote(
+                    tenant,
+                    version,
+                    commit,
+                    outcome.promotion,
+                    config.branch,
+                    run_id,
+                    expected_current=current.commit if current else None,
+                )
                 context.log.info(f"candidate {commit} is now the baseline of {tenant}/{version}: {outcome.promotion}")
             break
     else:
-        raise BaselineChanged(f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate")
-    return Output(report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown),
-                                          STORED_BY_ASSET: True})
+        raise BaselineChanged(
+            f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate"
+        )
+    return Output(
+        report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown), STORED_BY_ASSET: True}
+    )
 
 
 COMPARE_ATTEMPTS = 5
@@ -134,8 +170,17 @@ class ScoredRun:
     golden: pd.DataFrame
 
 
-def _judge_against_baseline(context, config: ReportSettings, baselines: BaselineStore, tenant: str, version: str,
-                            current: Promotion | None, run: ScoredRun, judge, embedder) -> Outcome:
+def _judge_against_baseline(
+    context,
+    config: ReportSettings,
+    baselines: BaselineStore,
+    tenant: str,
+    version: str,
+    current: Promotion | None,
+    run: ScoredRun,
+    judge,
+    embedder,
+) -> Outcome:
     """The candidate against the baseline (re-scored when it was scored differently), and whether it is promoted."""
     baseline_commit, baseline_source = _baseline_commit(current, config.baseline_commit)
     baseline, baseline_outputs = None, None
@@ -156,15 +201,17 @@ def _judge_against_baseline(context, config: ReportSettings, baselines: Baseline
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
     comparison = compare(run.scores, baseline, config.tolerances(), config.min_coverage)
     analysis = analyse(comparison, run.scores, baseline, run.golden, run.outputs, baseline_outputs)
-    promotion = promotion_reason(comparison.verdict, comparison.measured_enough, baseline is not None,
-                                 config.promotion_policy())
+    promotion = promotion_reason(
+        comparison.verdict, comparison.measured_enough, baseline is not None, config.promotion_policy()
+    )
     if current is not None and current.commit == run.commit:
         promotion = None  # already the baseline: a second line in the history would say nothing new
     return Outcome(baseline_commit, baseline_source, comparison, analysis, promotion)
 
 
-def rescore(outputs: pd.DataFrame, golden: pd.DataFrame, like: pd.DataFrame, judge: JudgeResource,
-            embedder: EmbedderResource) -> pd.DataFrame:
+def rescore(
+    outputs: pd.DataFrame, golden: pd.DataFrame, like: pd.DataFrame, judge: JudgeResource, embedder: EmbedderResource
+) -> pd.DataFrame:
     """The archived outputs scored the way `like` was: this run's judge, k and metrics."""
     identity = scoring_identity(like)
     scores, _ = score_outputs(outputs, golden, judge.get(), embedder.get(), identity["metrics"], int(identity["k"]))
@@ -181,4 +228,3 @@ def _baseline_commit(current, requested: str) -> tuple[str, str]:
     if current is None:
         return "", "none yet"
     return current.commit, f"current baseline since {current.promoted_at}: {current.reason}"
-

@@ -99,8 +99,11 @@ def promotion_reason(verdict: str, measured_enough: bool, had_baseline: bool, po
     if policy.baseline_requested:
         return None
     if not had_baseline:
-        return FIRST_RUN if verdict == NO_BASELINE and (policy.on_followed_branch or policy.first_audit_is_baseline) \
+        return (
+            FIRST_RUN
+            if verdict == NO_BASELINE and (policy.on_followed_branch or policy.first_audit_is_baseline)
             else None
+        )
     return passed_on(policy.main_branch) if verdict == PASS and policy.on_followed_branch else None
 
 
@@ -110,8 +113,15 @@ class BaselineStore:
 
     # --- audited candidates ---
 
-    def archive(self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame,
-                run_id: str = "archive") -> Path:
+    def archive(
+        self,
+        tenant: str,
+        version: str,
+        commit: str,
+        scores: pd.DataFrame,
+        outputs: pd.DataFrame,
+        run_id: str = "archive",
+    ) -> Path:
         """Keep one audit of a commit; the marker is written last, so a half-archived audit is never read."""
         folder = self.warehouse.audit_dir(tenant, version, commit, run_id)
         for name, frame in ((SCORES, scores), (OUTPUTS, outputs)):
@@ -132,8 +142,11 @@ class BaselineStore:
         root = self.warehouse.audits_dir(tenant, version)
         current = {commit_of_folder(f) for f in root.iterdir() if self._latest_audit(f)} if root.is_dir() else set()
         legacy = self.warehouse.partition_dir(tenant, version) / LEGACY_FOLDER
-        earlier = {commit_of_folder(f) for f in legacy.iterdir() if (f / f"{SCORES}.parquet").is_file()} \
-            if legacy.is_dir() else set()
+        earlier = (
+            {commit_of_folder(f) for f in legacy.iterdir() if (f / f"{SCORES}.parquet").is_file()}
+            if legacy.is_dir()
+            else set()
+        )
         return sorted(current | earlier)
 
     def audited(self, tenant: str, version: str, commit: str, run_id: str = "") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -164,7 +177,9 @@ class BaselineStore:
     def _latest_audit(commit_dir: Path) -> Path | None:
         markers = []
         for marker in commit_dir.glob(f"{RUN_PREFIX}*/{AUDIT_MARKER}"):
-            markers.append((json.loads(marker.read_text(encoding="utf-8"))["archived_at"], marker.parent.name, marker.parent))
+            markers.append(
+                (json.loads(marker.read_text(encoding="utf-8"))["archived_at"], marker.parent.name, marker.parent)
+            )
         return max(markers)[2] if markers else None
 
     # --- promotions ---
@@ -177,8 +192,16 @@ class BaselineStore:
         with FileLock(str(path), timeout=LOCK_TIMEOUT_S, is_singleton=True):
             yield
 
-    def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "",
-                expected_current=_UNSET) -> Promotion:
+    def promote(
+        self,
+        tenant: str,
+        version: str,
+        commit: str,
+        reason: str,
+        branch: str = "",
+        run_id: str = "",
+        expected_current=_UNSET,
+    ) -> Promotion:
         """Make an audited commit the baseline of (tenant, version), appending to the history.
 
         expected_current: the baseline commit (or None) the caller compared against; if another run has
@@ -201,8 +224,9 @@ class BaselineStore:
             # The whole history is rewritten and renamed into place, never appended to: a writer killed
             # mid-way leaves the old file, and a torn line an older version left is not written after.
             promotions = [*read_history(self._history_path(tenant)), promotion]
-            atomic_write_text(self._history_path(tenant),
-                              "".join(json.dumps(asdict(p), sort_keys=True) + "\n" for p in promotions))
+            atomic_write_text(
+                self._history_path(tenant), "".join(json.dumps(asdict(p), sort_keys=True) + "\n" for p in promotions)
+            )
             return promotion
 
     def history(self, tenant: str, version: str | None = None) -> list[Promotion]:
@@ -240,8 +264,10 @@ def _promotion(path: Path, number: int, line: str) -> Promotion:
     try:
         return Promotion(**json.loads(line))
     except (ValueError, TypeError) as error:
-        raise ValueError(f"baseline history {path}, line {number}, is not a promotion ({error}): restore that "
-                         "line from a backup or remove it, then re-run") from None
+        raise ValueError(
+            f"baseline history {path}, line {number}, is not a promotion ({error}): restore that "
+            "line from a backup or remove it, then re-run"
+        ) from None
 
 
 def _now(digits: int) -> str:

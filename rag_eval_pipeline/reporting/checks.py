@@ -24,8 +24,11 @@ def regression_gate(regression_report: pd.DataFrame) -> AssetCheckResult:
     return AssetCheckResult(
         passed=decision(verdict) == PASSES,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"verdict": verdict, "failing_metrics": ", ".join(failing) or "none",
-                  "unmeasured_metrics": ", ".join(unmeasured) or "none"},
+        metadata={
+            "verdict": verdict,
+            "failing_metrics": ", ".join(failing) or "none",
+            "unmeasured_metrics": ", ".join(unmeasured) or "none",
+        },
     )
 
 

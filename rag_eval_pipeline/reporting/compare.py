@@ -40,8 +40,10 @@ UNMEASURED = "unmeasured (the gate cannot decide: a metric was measured on too f
 NOTHING_SCORED = "unmeasured (no item was scored: the golden set or the candidate's outputs are empty)"
 # The report's verdict when there was no baseline: the candidate became it, or it did not (report.py).
 BASELINE_PROPOSED = "pass (no baseline yet: this candidate is recorded as the baseline)"
-NO_BASELINE_SET = ("no baseline (this golden-set version has none: the first passing gate on the followed branch, "
-                   "or `rag-eval baseline promote`, sets it)")
+NO_BASELINE_SET = (
+    "no baseline (this golden-set version has none: the first passing gate on the followed branch, "
+    "or `rag-eval baseline promote`, sets it)"
+)
 
 # What a verdict decides: the gate's exit 0, 1 or 2, and whether the blocking check passes.
 PASSES, BLOCKS, UNDECIDED = "pass", "block", "undecided"
@@ -53,9 +55,15 @@ def decision(verdict: str) -> str:
         return PASSES
     return BLOCKS if verdict.startswith(BLOCK) else UNDECIDED
 
+
 # A metric's verdict, per row of the comparison.
 OK_ROW, REGRESSED_ROW, UNMEASURED_ROW, NOT_APPLICABLE_ROW, NO_BASELINE_ROW = (
-    "ok", "regressed", "unmeasured", "not applicable", "no baseline")
+    "ok",
+    "regressed",
+    "unmeasured",
+    "not applicable",
+    "no baseline",
+)
 
 Tolerance = float | dict[str, float]
 
@@ -77,12 +85,19 @@ class Comparison:
         """Every metric that applies was measured on at least min_coverage of the candidate's items (and
         something was measured at all): what a promotion needs on the candidate's side."""
         applies = self.table[self.table["verdict"] != NOT_APPLICABLE_ROW]
-        return bool(len(applies)) and bool((applies["coverage"] >= self.min_coverage).all()) \
+        return (
+            bool(len(applies))
+            and bool((applies["coverage"] >= self.min_coverage).all())
             and bool((applies["n_measured"] > 0).any())
+        )
 
 
-def compare(candidate: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: Tolerance = DEFAULT_TOLERANCE,
-            min_coverage: float = DEFAULT_MIN_COVERAGE) -> Comparison:
+def compare(
+    candidate: pd.DataFrame,
+    baseline: pd.DataFrame | None,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+) -> Comparison:
     """tolerance: one value for every metric, or {metric: value} overrides (key "default" sets the rest).
     min_coverage: the least share of a metric's applicable items that must be measured, on each side."""
     default, overrides = _split_tolerance(tolerance)
@@ -115,6 +130,7 @@ class IncomparableScores(ValueError):
 
 def scoring_identity(scores: pd.DataFrame) -> dict[str, object]:
     """What makes two score tables comparable: the judge (with its prompt version), k and the metric set."""
+
     def distinct(column: str) -> str:
         if column not in scores.columns:
             return "unrecorded"
@@ -128,7 +144,8 @@ def incomparable_reason(candidate: pd.DataFrame, baseline: pd.DataFrame) -> str 
     ours, theirs = scoring_identity(candidate), scoring_identity(baseline)
     differences = [
         f"{name}: candidate {_shown(ours[name])}, baseline {_shown(theirs[name])}"
-        for name in ("judge", "k", "metrics") if ours[name] != theirs[name]
+        for name in ("judge", "k", "metrics")
+        if ours[name] != theirs[name]
     ]
     return "; ".join(differences) or None
 
@@ -144,11 +161,33 @@ def _split_tolerance(tolerance: Tolerance) -> tuple[float, dict[str, float]]:
     return float(tolerance), {}
 
 
-_NULLABLE_COLUMNS = ("candidate_mean", "coverage", "baseline_mean", "delta", "delta_ci_low", "delta_ci_high",
-                     "baseline_coverage")
-_COLUMNS = ["metric", "candidate_mean", "n_items", "n_applicable", "n_measured", "n_unmeasured", "coverage",
-            "baseline_mean", "paired_items", "delta", "delta_ci_low", "delta_ci_high", "baseline_coverage", "tolerance",
-            "verdict", "note"]
+_NULLABLE_COLUMNS = (
+    "candidate_mean",
+    "coverage",
+    "baseline_mean",
+    "delta",
+    "delta_ci_low",
+    "delta_ci_high",
+    "baseline_coverage",
+)
+_COLUMNS = [
+    "metric",
+    "candidate_mean",
+    "n_items",
+    "n_applicable",
+    "n_measured",
+    "n_unmeasured",
+    "coverage",
+    "baseline_mean",
+    "paired_items",
+    "delta",
+    "delta_ci_low",
+    "delta_ci_high",
+    "baseline_coverage",
+    "tolerance",
+    "verdict",
+    "note",
+]
 
 
 @dataclass(frozen=True)
@@ -192,12 +231,19 @@ def coverage_of(scores: pd.DataFrame) -> Coverage:
     causes = unmeasured["reason"].fillna("").astype(str).map(unmeasured_cause)
     reasons = {cause: group.value_counts() for cause, group in unmeasured["reason"].astype(str).groupby(causes)}
     count = causes.value_counts()
-    return Coverage(int(len(scores)), int(len(scores) - len(unmeasured)), int(count.get(NOT_APPLICABLE, 0)),
-                    int(count.get(CANDIDATE, 0)), int(count.get(JUDGE, 0)), reasons)
+    return Coverage(
+        int(len(scores)),
+        int(len(scores) - len(unmeasured)),
+        int(count.get(NOT_APPLICABLE, 0)),
+        int(count.get(CANDIDATE, 0)),
+        int(count.get(JUDGE, 0)),
+        reasons,
+    )
 
 
-def _metric_row(metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float,
-                min_coverage: float) -> dict:
+def _metric_row(
+    metric: str, scores: pd.DataFrame, baseline: pd.DataFrame | None, tolerance: float, min_coverage: float
+) -> dict:
     ours = coverage_of(scores)
     row = {
         "metric": metric,
@@ -241,8 +287,9 @@ def _verdict_alone(ours: Coverage, min_coverage: float) -> tuple[str, str]:
     return NO_BASELINE_ROW, ours.why(CANDIDATE, JUDGE)
 
 
-def _verdict_against(ours: Coverage, theirs: Coverage, delta: float | None, tolerance: float,
-                     min_coverage: float) -> tuple[str, str]:
+def _verdict_against(
+    ours: Coverage, theirs: Coverage, delta: float | None, tolerance: float, min_coverage: float
+) -> tuple[str, str]:
     """In this order: a metric that applies to nothing; the candidate giving nothing to measure on more items
     than the baseline did (a regression: failing is the candidate's doing); either side measured on too few
     items (undecided: not a pass, and not the candidate's fault); the mean dropping by more than the tolerance."""
@@ -250,10 +297,15 @@ def _verdict_against(ours: Coverage, theirs: Coverage, delta: float | None, tole
         return NOT_APPLICABLE_ROW, f"applies to none of the candidate's items: {ours.why(NOT_APPLICABLE)}"
     answered_drop = round(theirs.answered_share - ours.answered_share, 4)  # 1.0 - 0.95 is not > 0.05
     if answered_drop > tolerance:
-        return REGRESSED_ROW, (f"the candidate gave nothing to measure on {ours.candidate_short} of {ours.applicable} "
-                               f"items (the baseline on {theirs.candidate_short}): {ours.why(CANDIDATE)}")
-    short = [_too_few(side, cover, min_coverage) for side, cover in (("candidate", ours), ("baseline", theirs))
-             if cover.share is None or cover.share < min_coverage]
+        return REGRESSED_ROW, (
+            f"the candidate gave nothing to measure on {ours.candidate_short} of {ours.applicable} "
+            f"items (the baseline on {theirs.candidate_short}): {ours.why(CANDIDATE)}"
+        )
+    short = [
+        _too_few(side, cover, min_coverage)
+        for side, cover in (("candidate", ours), ("baseline", theirs))
+        if cover.share is None or cover.share < min_coverage
+    ]
     if short:
         return UNMEASURED_ROW, "; ".join(short)
     if delta is None:
@@ -264,12 +316,15 @@ def _verdict_against(ours: Coverage, theirs: Coverage, delta: float | None, tole
 def _too_few(side: str, cover: Coverage, min_coverage: float) -> str:
     if not cover.applicable:
         return f"{side}: applies to none of its items"
-    return (f"{side} measured on {cover.measured} of {cover.applicable} items ({cover.share:.0%}, floor "
-            f"{min_coverage:.0%}): {cover.why(JUDGE, CANDIDATE)}")
+    return (
+        f"{side} measured on {cover.measured} of {cover.applicable} items ({cover.share:.0%}, floor "
+        f"{min_coverage:.0%}): {cover.why(JUDGE, CANDIDATE)}"
+    )
 
 
-def bootstrap_interval(differences: pd.Series, resamples: int = BOOTSTRAP_RESAMPLES,
-                       seed: int = BOOTSTRAP_SEED) -> tuple[float | None, float | None]:
+def bootstrap_interval(
+    differences: pd.Series, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float | None, float | None]:
     """Paired bootstrap 95% interval of the mean difference; (None, None) without pairs.
 
     Resampling the per-item differences (not the two runs separately) keeps the pairing, so item
@@ -310,9 +365,14 @@ class Analysis:
     worst_basis: list[str] = field(default_factory=list)  # the metrics the worst items are ranked on
 
 
-def analyse(comparison: Comparison, candidate: pd.DataFrame, baseline: pd.DataFrame | None,
-            golden: pd.DataFrame | None = None, outputs: pd.DataFrame | None = None,
-            baseline_outputs: pd.DataFrame | None = None) -> Analysis:
+def analyse(
+    comparison: Comparison,
+    candidate: pd.DataFrame,
+    baseline: pd.DataFrame | None,
+    golden: pd.DataFrame | None = None,
+    outputs: pd.DataFrame | None = None,
+    baseline_outputs: pd.DataFrame | None = None,
+) -> Analysis:
     basis = comparison.failing_metrics or ["answer_correctness"]
     return Analysis(
         breakdown=breakdown_by_type(candidate, baseline, golden),
@@ -326,7 +386,9 @@ def analyse(comparison: Comparison, candidate: pd.DataFrame, baseline: pd.DataFr
 BREAKDOWN_COLUMNS = ["question_type", "metric", "candidate_mean", "baseline_mean", "delta", "n"]
 
 
-def breakdown_by_type(candidate: pd.DataFrame, baseline: pd.DataFrame | None, golden: pd.DataFrame | None) -> pd.DataFrame:
+def breakdown_by_type(
+    candidate: pd.DataFrame, baseline: pd.DataFrame | None, golden: pd.DataFrame | None
+) -> pd.DataFrame:
     """Per (question_type, metric): means over the items measured in both runs (or in the candidate
     alone without a baseline), their delta, and n, the number of those items."""
     if golden is None or candidate.empty:
@@ -417,7 +479,8 @@ def stage_summary(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> str
     moves = stage_transitions(candidate, baseline)
     net = {stage: counts["worse"] - counts["better"] for stage, counts in moves.items()}
     detail = "; ".join(
-        f"{stage}: {counts['worse']} item(s) good -> bad, {counts['better']} bad -> good" for stage, counts in moves.items()
+        f"{stage}: {counts['worse']} item(s) good -> bad, {counts['better']} bad -> good"
+        for stage, counts in moves.items()
     )
     if max(net.values()) <= 0:
         return f"Neither stage regressed ({detail})."
@@ -427,13 +490,29 @@ def stage_summary(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> str
     return f"{worst.capitalize()} regressed most ({detail})."
 
 
-WORST_COLUMNS = ["qa_id", "metric", "question_type", "question", "baseline_score", "candidate_score", "drop",
-                 "baseline_answer", "candidate_answer", "evidence"]
+WORST_COLUMNS = [
+    "qa_id",
+    "metric",
+    "question_type",
+    "question",
+    "baseline_score",
+    "candidate_score",
+    "drop",
+    "baseline_answer",
+    "candidate_answer",
+    "evidence",
+]
 
 
-def worst_items(candidate: pd.DataFrame, baseline: pd.DataFrame | None, metrics: list[str],
-                golden: pd.DataFrame | None = None, outputs: pd.DataFrame | None = None,
-                baseline_outputs: pd.DataFrame | None = None, limit: int = WORST_ITEMS) -> pd.DataFrame:
+def worst_items(
+    candidate: pd.DataFrame,
+    baseline: pd.DataFrame | None,
+    metrics: list[str],
+    golden: pd.DataFrame | None = None,
+    outputs: pd.DataFrame | None = None,
+    baseline_outputs: pd.DataFrame | None = None,
+    limit: int = WORST_ITEMS,
+) -> pd.DataFrame:
     """The `limit` items whose score fell most on one of `metrics` (each item once, at its largest
     drop), largest drop first, with the question, both answers and the candidate's judge evidence."""
     if baseline is None:
@@ -445,10 +524,14 @@ def worst_items(candidate: pd.DataFrame, baseline: pd.DataFrame | None, metrics:
     gold = golden.set_index("qa_id") if golden is not None else None
     rows = [
         {
-            "qa_id": pair["qa_id"], "metric": pair["metric"],
+            "qa_id": pair["qa_id"],
+            "metric": pair["metric"],
             "question_type": _lookup(gold, pair["qa_id"], "question_type"),
-            "question": _lookup(gold, pair["qa_id"], "question") or _lookup(_indexed(outputs), pair["qa_id"], "question"),
-            "baseline_score": pair["score_baseline"], "candidate_score": pair["score"], "drop": pair["drop"],
+            "question": _lookup(gold, pair["qa_id"], "question")
+            or _lookup(_indexed(outputs), pair["qa_id"], "question"),
+            "baseline_score": pair["score_baseline"],
+            "candidate_score": pair["score"],
+            "drop": pair["drop"],
             "baseline_answer": _lookup(_indexed(baseline_outputs), pair["qa_id"], "answer"),
             "candidate_answer": _lookup(_indexed(outputs), pair["qa_id"], "answer"),
             "evidence": _short_evidence(pair.get("evidence")),

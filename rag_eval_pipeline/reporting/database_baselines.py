@@ -29,19 +29,34 @@ class DatabaseBaselineStore:
         self.db = store.db
 
     def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> str:
-        missing = [name for name in ("metric_scores", "candidate_outputs")
-                   if self.store.read_audit_table(tenant, version, run_id, name, commit) is None]
+        missing = [
+            name
+            for name in ("metric_scores", "candidate_outputs")
+            if self.store.read_audit_table(tenant, version, run_id, name, commit) is None
+        ]
         if missing:
-            raise FileNotFoundError(f"audit {tenant}/{version}/{commit}/{run_id} lacks {', '.join(missing)}: "
-                                    "it cannot be archived")
-        row = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
-               "run_id": validate_run_id(run_id)}
+            raise FileNotFoundError(
+                f"audit {tenant}/{version}/{commit}/{run_id} lacks {', '.join(missing)}: it cannot be archived"
+            )
+        row = {
+            "tenant_id": tenant,
+            "dataset_version": version,
+            "commit": validate_commit(commit),
+            "run_id": validate_run_id(run_id),
+        }
         with self.db.tenant(tenant) as connection:
             connection.execute(pg_insert(schema.audited_archives).values(**row).on_conflict_do_nothing())
         return self.store.where(tenant, version, "audit", commit, run_id)
 
-    def archive(self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame,
-                run_id: str = "archive") -> str:
+    def archive(
+        self,
+        tenant: str,
+        version: str,
+        commit: str,
+        scores: pd.DataFrame,
+        outputs: pd.DataFrame,
+        run_id: str = "archive",
+    ) -> str:
         self.store.write_audit_table(tenant, version, commit, run_id, "metric_scores", scores)
         self.store.write_audit_table(tenant, version, commit, run_id, "candidate_outputs", outputs)
         return self.mark_complete(tenant, version, commit, run_id)
@@ -56,18 +71,31 @@ class DatabaseBaselineStore:
         chosen = self._audit_run(tenant, version, commit, run_id)
         if chosen is None:
             known = ", ".join(self.audited_commits(tenant, version)) or "none yet"
-            raise UnknownBaseline(f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be "
-                                  f"the baseline (audited commits: {known})")
-        return (self.store.read_audit_table(tenant, version, chosen, "metric_scores", commit),
-                self.store.read_audit_table(tenant, version, chosen, "candidate_outputs", commit))
+            raise UnknownBaseline(
+                f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be "
+                f"the baseline (audited commits: {known})"
+            )
+        return (
+            self.store.read_audit_table(tenant, version, chosen, "metric_scores", commit),
+            self.store.read_audit_table(tenant, version, chosen, "candidate_outputs", commit),
+        )
 
     def _audit_run(self, tenant: str, version: str, commit: str, run_id: str = "") -> str | None:
         """run_id if that audit of the commit is complete, else the commit's latest complete audit."""
         table = schema.audited_archives
         with self.db.tenant(tenant) as connection:
-            runs = connection.execute(select(table.c.run_id).where(
-                table.c.dataset_version == version, table.c.commit == commit,
-            ).order_by(table.c.created_at.desc(), table.c.run_id.desc())).scalars().all()
+            runs = (
+                connection.execute(
+                    select(table.c.run_id)
+                    .where(
+                        table.c.dataset_version == version,
+                        table.c.commit == commit,
+                    )
+                    .order_by(table.c.created_at.desc(), table.c.run_id.desc())
+                )
+                .scalars()
+                .all()
+            )
         if run_id and run_id in runs:
             return run_id
         return runs[0] if runs else None
@@ -84,19 +112,30 @@ class DatabaseBaselineStore:
         with self.db.engine.connect() as connection, connection.begin():
             connection.execute(text(f"set local lock_timeout = '{int(LOCK_TIMEOUT_S)}s'"))
             try:
-                connection.execute(text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                                   {"key": f"rag_eval.baseline.{tenant}"})
+                connection.execute(
+                    text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                    {"key": f"rag_eval.baseline.{tenant}"},
+                )
             except OperationalError as error:
-                raise BaselineChanged(f"the baseline of {tenant} stayed locked by another run for "
-                                      f"{LOCK_TIMEOUT_S:.0f} s; re-run the gate") from error
+                raise BaselineChanged(
+                    f"the baseline of {tenant} stayed locked by another run for {LOCK_TIMEOUT_S:.0f} s; re-run the gate"
+                ) from error
             held.add(tenant)
             try:
                 yield
             finally:
                 held.discard(tenant)
 
-    def promote(self, tenant: str, version: str, commit: str, reason: str, branch: str = "", run_id: str = "",
-                expected_current=_UNSET) -> Promotion:
+    def promote(
+        self,
+        tenant: str,
+        version: str,
+        commit: str,
+        reason: str,
+        branch: str = "",
+        run_id: str = "",
+        expected_current=_UNSET,
+    ) -> Promotion:
         with self.locked(tenant):  # the gate holds it already; an explicit promotion takes it here
             self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
             run_id = run_id or self._audit_run(tenant, version, commit) or ""
@@ -107,23 +146,35 @@ class DatabaseBaselineStore:
                     if now != expected_current:
                         raise BaselineChanged(
                             f"the baseline of {tenant}/{version} changed from {expected_current or 'none'} to "
-                            f"{now} while {commit} was audited; re-run the gate to compare with {now}")
+                            f"{now} while {commit} was audited; re-run the gate to compare with {now}"
+                        )
                 promoted_at = datetime.now(timezone.utc).replace(microsecond=0)
-                connection.execute(insert(table).values(tenant_id=tenant, dataset_version=version, commit=commit,
-                                                        reason=reason, branch=branch, run_id=run_id,
-                                                        created_at=promoted_at))
+                connection.execute(
+                    insert(table).values(
+                        tenant_id=tenant,
+                        dataset_version=version,
+                        commit=commit,
+                        reason=reason,
+                        branch=branch,
+                        run_id=run_id,
+                        created_at=promoted_at,
+                    )
+                )
         return Promotion(tenant, version, commit, reason, branch, promoted_at.isoformat(), run_id)
 
     def history(self, tenant: str, version: str | None = None):
         table = schema.baseline_history
-        query = select(table.c.dataset_version, table.c.commit, table.c.reason, table.c.branch, table.c.created_at,
-                       table.c.run_id).order_by(table.c.id)
+        query = select(
+            table.c.dataset_version, table.c.commit, table.c.reason, table.c.branch, table.c.created_at, table.c.run_id
+        ).order_by(table.c.id)
         if version is not None:
             query = query.where(table.c.dataset_version == version)
         with self.db.tenant(tenant) as connection:
             rows = connection.execute(query).all()
-        return [Promotion(tenant, v, commit, reason, branch, at.astimezone(timezone.utc).isoformat(), run_id)
-                for v, commit, reason, branch, at, run_id in rows]
+        return [
+            Promotion(tenant, v, commit, reason, branch, at.astimezone(timezone.utc).isoformat(), run_id)
+            for v, commit, reason, branch, at, run_id in rows
+        ]
 
     def current(self, tenant: str, version: str):
         promotions = self.history(tenant, version)
@@ -142,5 +193,6 @@ def _held_locks() -> set[str]:
 
 def _current_commit(connection, version: str) -> str | None:
     table = schema.baseline_history
-    return connection.execute(select(table.c.commit).where(table.c.dataset_version == version)
-                              .order_by(table.c.id.desc()).limit(1)).scalar_one_or_none()
+    return connection.execute(
+        select(table.c.commit).where(table.c.dataset_version == version).order_by(table.c.id.desc()).limit(1)
+    ).scalar_one_or_none()

@@ -15,8 +15,13 @@ def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
     too few items is an error (the gate could not test it); without a baseline, or where a metric applies to
     no item, the case is skipped."""
     verdicts = report["verdict"]
-    suite = ET.Element("testsuite", name=suite_name, tests=str(len(report)),
-                       failures=str(int((verdicts == "regressed").sum())), errors=str(int((verdicts == "unmeasured").sum())))
+    suite = ET.Element(
+        "testsuite",
+        name=suite_name,
+        tests=str(len(report)),
+        failures=str(int((verdicts == "regressed").sum())),
+        errors=str(int((verdicts == "unmeasured").sum())),
+    )
     for row in report.to_dict("records"):
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=str(row["metric"]))
         note = str(row.get("note") or "")
@@ -33,7 +38,11 @@ def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
 
 def _no_baseline_message(row: dict) -> str:
     promoted = str(row.get("promoted_to_baseline") or "")
-    return "no baseline yet: this candidate became the baseline" if promoted else "no baseline yet: nothing to compare with"
+    return (
+        "no baseline yet: this candidate became the baseline"
+        if promoted
+        else "no baseline yet: nothing to compare with"
+    )
 
 
 def write_junit(report: pd.DataFrame, suite_name: str, path: Path) -> Path:

@@ -25,20 +25,34 @@ from rag_eval_pipeline.reporting.compare import (
     decision,
 )
 
-INTERVAL_NOTE = ("delta: candidate - baseline mean over the items measured in both runs; "
-                 "[low, high]: its paired bootstrap 95% interval")
-QUADRANT_NOTE = ("retrieval is good when hit_rate == 1 (context_recall >= 0.5 when hit rate is unmeasured); "
-                 "generation is good when faithfulness >= 0.5 and answer_correctness >= 0.5, bad when either is below")
+INTERVAL_NOTE = (
+    "delta: candidate - baseline mean over the items measured in both runs; "
+    "[low, high]: its paired bootstrap 95% interval"
+)
+QUADRANT_NOTE = (
+    "retrieval is good when hit_rate == 1 (context_recall >= 0.5 when hit rate is unmeasured); "
+    "generation is good when faithfulness >= 0.5 and answer_correctness >= 0.5, bad when either is below"
+)
 
 
-def render_markdown(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None,
-                    verdict: str | None = None) -> str:
+def render_markdown(
+    comparison: Comparison,
+    title: str,
+    details: dict[str, str],
+    analysis: Analysis | None = None,
+    verdict: str | None = None,
+) -> str:
     """verdict: the report's overall verdict, when it says more than the comparison's (see report.Outcome)."""
     return _TEMPLATES.get_template("report.md").render(_context(comparison, title, details, analysis, verdict))
 
 
-def render_html(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None = None,
-                verdict: str | None = None) -> str:
+def render_html(
+    comparison: Comparison,
+    title: str,
+    details: dict[str, str],
+    analysis: Analysis | None = None,
+    verdict: str | None = None,
+) -> str:
     return _TEMPLATES.get_template("report.html").render(_context(comparison, title, details, analysis, verdict))
 
 
@@ -80,7 +94,10 @@ def _fmt(value, signed: bool = False) -> str:
 _TEMPLATES = Environment(
     loader=PackageLoader("rag_eval_pipeline.reporting", "templates"),
     autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=True, default=False),
-    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=StrictUndefined,
 )
 _TEMPLATES.filters.update(md_text=_md_text, md_cell=_md_cell, answer=_answer, fmt=_fmt)
 
@@ -88,8 +105,9 @@ _TEMPLATES.filters.update(md_text=_md_text, md_cell=_md_cell, answer=_answer, fm
 # --- What the templates show ------------------------------------------------------------------------
 
 
-def _context(comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None,
-             verdict: str | None) -> dict:
+def _context(
+    comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None, verdict: str | None
+) -> dict:
     rows = comparison.table.to_dict("records")
     verdict = verdict or comparison.verdict
     return {
@@ -110,15 +128,32 @@ def _context(comparison: Comparison, title: str, details: dict[str, str], analys
 
 
 def _metric_row(row: dict) -> dict:
-    cells = [row["metric"], _fmt(row["candidate_mean"]), _fmt(row["baseline_mean"]), _delta_with_interval(row),
-             f"{row['n_measured']}/{row['n_applicable']}", _percent(row["coverage"]), f"{row['tolerance']:g}", row["verdict"]]
+    cells = [
+        row["metric"],
+        _fmt(row["candidate_mean"]),
+        _fmt(row["baseline_mean"]),
+        _delta_with_interval(row),
+        f"{row['n_measured']}/{row['n_applicable']}",
+        _percent(row["coverage"]),
+        f"{row['tolerance']:g}",
+        row["verdict"],
+    ]
     return {"cells": cells, "html_cells": [*cells, row["note"]], "regressed": row["verdict"] == "regressed"}
 
 
 def _analysis(analysis: Analysis) -> dict:
     return {
-        "breakdown": [[row["question_type"], row["metric"], _fmt(row["candidate_mean"]), _fmt(row["baseline_mean"]),
-                       _fmt(row["delta"], signed=True), str(row["n"])] for row in analysis.breakdown.to_dict("records")],
+        "breakdown": [
+            [
+                row["question_type"],
+                row["metric"],
+                _fmt(row["candidate_mean"]),
+                _fmt(row["baseline_mean"]),
+                _fmt(row["delta"], signed=True),
+                str(row["n"]),
+            ]
+            for row in analysis.breakdown.to_dict("records")
+        ],
         "stage_summary": analysis.stage_summary,
         "quadrants": _quadrant_cells(analysis.quadrants),
         "worst_basis": analysis.worst_basis,
@@ -142,8 +177,13 @@ _LABEL_W, _BAR_W, _BAR_H, _ROW_H, _PAD = 170, 420, 12, 40, 10
 def _chart(rows: list[dict]) -> dict:
     axis_y = _PAD + _ROW_H * len(rows)
     return {
-        "width": _LABEL_W + _BAR_W + 80, "height": axis_y + _PAD + 20, "left": _LABEL_W, "bar_width": _BAR_W,
-        "bar_height": _BAR_H, "axis_y": axis_y, "ticks": (0, 0.25, 0.5, 0.75, 1),
+        "width": _LABEL_W + _BAR_W + 80,
+        "height": axis_y + _PAD + 20,
+        "left": _LABEL_W,
+        "bar_width": _BAR_W,
+        "bar_height": _BAR_H,
+        "axis_y": axis_y,
+        "ticks": (0, 0.25, 0.5, 0.75, 1),
         "rows": [_chart_row(row, _PAD + i * _ROW_H) for i, row in enumerate(rows)],
     }
 
@@ -152,15 +192,22 @@ def _chart_row(row: dict, y: int) -> dict:
     candidate_y = y + _BAR_H + 2
     whisker = None
     if not (_missing(row["delta_ci_low"]) or _missing(row["baseline_mean"])):
-        whisker = {"low": _LABEL_W + _x(row["baseline_mean"] + row["delta_ci_low"]),
-                   "high": _LABEL_W + _x(row["baseline_mean"] + row["delta_ci_high"]),
-                   "mid": candidate_y + _BAR_H / 2}
+        whisker = {
+            "low": _LABEL_W + _x(row["baseline_mean"] + row["delta_ci_low"]),
+            "high": _LABEL_W + _x(row["baseline_mean"] + row["delta_ci_high"]),
+            "mid": candidate_y + _BAR_H / 2,
+        }
     return {
-        "metric": str(row["metric"]), "y": y, "label_y": y + _BAR_H + 4, "candidate_y": candidate_y,
-        "baseline": _fmt(row["baseline_mean"]), "candidate": _fmt(row["candidate_mean"]),
+        "metric": str(row["metric"]),
+        "y": y,
+        "label_y": y + _BAR_H + 4,
+        "candidate_y": candidate_y,
+        "baseline": _fmt(row["baseline_mean"]),
+        "candidate": _fmt(row["candidate_mean"]),
         "baseline_width": None if _missing(row["baseline_mean"]) else _x(row["baseline_mean"]),
         "candidate_width": 0.0 if _missing(row["candidate_mean"]) else _x(row["candidate_mean"]),
-        "interval": _delta_with_interval(row), "whisker": whisker,
+        "interval": _delta_with_interval(row),
+        "whisker": whisker,
     }
 
 
@@ -172,8 +219,11 @@ def _x(score: float) -> float:
 
 
 def _tolerance_summary(comparison: Comparison) -> str:
-    overrides = [f"{row['metric']} {row['tolerance']:g}" for row in comparison.table.to_dict("records")
-                 if row["tolerance"] != comparison.tolerance]
+    overrides = [
+        f"{row['metric']} {row['tolerance']:g}"
+        for row in comparison.table.to_dict("records")
+        if row["tolerance"] != comparison.tolerance
+    ]
     return f"default {comparison.tolerance:g}" + (f"; {', '.join(overrides)}" if overrides else "")
 
 

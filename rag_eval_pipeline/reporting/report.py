@@ -66,13 +66,21 @@ def build_report(audit: Audit, outcome: Outcome) -> Report:
     markdown_path, html_path = audit.folder / MARKDOWN_FILE, audit.folder / HTML_FILE
     title = f"Regression report: {audit.tenant} / {audit.version} / commit {audit.commit}"
     details = {
-        "candidate commit": audit.commit, "run": audit.run_id, "baseline commit": baseline,
-        "baseline": outcome.baseline_source, "promoted to baseline": promoted or "no", "judge": audit.judge,
-        "HTML report": str(html_path), "Markdown report": str(markdown_path),
+        "candidate commit": audit.commit,
+        "run": audit.run_id,
+        "baseline commit": baseline,
+        "baseline": outcome.baseline_source,
+        "promoted to baseline": promoted or "no",
+        "judge": audit.judge,
+        "HTML report": str(html_path),
+        "Markdown report": str(markdown_path),
     }
     table = comparison.table.assign(
-        verdict_overall=outcome.verdict, commit=audit.commit, baseline_commit=baseline,
-        baseline_source=outcome.baseline_source, promoted_to_baseline=promoted,
+        verdict_overall=outcome.verdict,
+        commit=audit.commit,
+        baseline_commit=baseline,
+        baseline_source=outcome.baseline_source,
+        promoted_to_baseline=promoted,
     )
     summary = {
         "commit": audit.commit,
@@ -88,7 +96,9 @@ def build_report(audit: Audit, outcome: Outcome) -> Report:
         table=table,
         markdown=render_markdown(comparison, title, details, outcome.analysis, outcome.verdict),
         html=render_html(comparison, title, details, outcome.analysis, outcome.verdict),
-        markdown_path=markdown_path, html_path=html_path, summary=summary,
+        markdown_path=markdown_path,
+        html_path=html_path,
+        summary=summary,
     )
 
 

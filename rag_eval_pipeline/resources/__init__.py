@@ -7,6 +7,10 @@ from rag_eval_pipeline.resources.liveness import RunLivenessResource
 from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
 
 __all__ = [
-    "DocumentsResource", "EmbedderResource", "JudgeResource", "RunLivenessResource", "WarehouseIOManager",
+    "DocumentsResource",
+    "EmbedderResource",
+    "JudgeResource",
+    "RunLivenessResource",
+    "WarehouseIOManager",
     "WarehouseResource",
 ]

@@ -32,20 +32,27 @@ class JudgeResource(ConfigurableResource):
     base_url: str = Field(default=_DEFAULT.base_url, description="OpenAI-compatible endpoint, e.g. http://vllm:8000/v1")
     model: str = _DEFAULT.model
     api_key: str = _DEFAULT.api_key
-    mode: JudgeMode = Field(default=_DEFAULT.mode, description="'decomposed' (2 calls per item for the core metrics) or 'fused' (1 call).")
+    mode: JudgeMode = Field(
+        default=_DEFAULT.mode, description="'decomposed' (2 calls per item for the core metrics) or 'fused' (1 call)."
+    )
     response_format: ResponseFormat = Field(
-        default=_DEFAULT.response_format, description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp)."
+        default=_DEFAULT.response_format,
+        description="'json_schema' (vLLM, OpenAI) or 'json_object_schema' (llama.cpp).",
     )
     seed: int = LLMSettings.seed
     max_tokens: int = Field(default=LLMSettings.max_tokens, ge=1)
-    timeout_s: float = Field(default=_DEFAULT.timeout_s, gt=0, allow_inf_nan=False,
-                             description="Seconds one attempt of a call may take.")
+    timeout_s: float = Field(
+        default=_DEFAULT.timeout_s, gt=0, allow_inf_nan=False, description="Seconds one attempt of a call may take."
+    )
     max_retries: int = Field(
-        default=_DEFAULT.max_retries, ge=0,
+        default=_DEFAULT.max_retries,
+        ge=0,
         description="Retries of a call on HTTP 408, 409, 429, 5xx, a connection error or a timeout (jittered backoff, Retry-After honoured).",
     )
     concurrency: int = Field(default=_DEFAULT.concurrency, ge=1)
-    cache_path: str = Field(default=_DEFAULT.cache, description="On-disk cache of judge calls; empty keeps it in memory.")
+    cache_path: str = Field(
+        default=_DEFAULT.cache, description="On-disk cache of judge calls; empty keeps it in memory."
+    )
 
     @classmethod
     def from_settings(
@@ -65,12 +72,20 @@ class JudgeResource(ConfigurableResource):
         if cache_path is not None:
             judge = judge.model_copy(update={"cache": cache_path})
         text = {
-            field: EnvVar(JUDGE_VARIABLES[name]) if environ.get(JUDGE_VARIABLES[name], "").strip() else getattr(judge, name)
+            field: EnvVar(JUDGE_VARIABLES[name])
+            if environ.get(JUDGE_VARIABLES[name], "").strip()
+            else getattr(judge, name)
             for field, name in _FROM_ENVIRONMENT.items()
         }
         return cls(
-            embedder=embedder, kind=judge.kind, mode=judge.mode, response_format=judge.response_format,
-            timeout_s=judge.timeout_s, max_retries=judge.max_retries, concurrency=judge.concurrency, **text,
+            embedder=embedder,
+            kind=judge.kind,
+            mode=judge.mode,
+            response_format=judge.response_format,
+            timeout_s=judge.timeout_s,
+            max_retries=judge.max_retries,
+            concurrency=judge.concurrency,
+            **text,
         )
 
     def get(self) -> Judge:
@@ -86,7 +101,13 @@ class JudgeResource(ConfigurableResource):
                 f"{JUDGE_VARIABLES['model']} (or the judge resource's base_url and model)"
             )
         return LLMSettings(
-            base_url=self.base_url, model=self.model, api_key=self.api_key, seed=self.seed,
-            max_tokens=self.max_tokens, timeout_s=self.timeout_s, response_format=self.response_format,
-            concurrency=self.concurrency, max_retries=self.max_retries,
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            timeout_s=self.timeout_s,
+            response_format=self.response_format,
+            concurrency=self.concurrency,
+            max_retries=self.max_retries,
         )

@@ -49,8 +49,10 @@ class ObjectStoreUPathIOManager(UPathIOManager):
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
         _check_table(context)
         if not isinstance(obj, pd.DataFrame):
-            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}: "
-                            "the object store keeps only DataFrames")
+            raise TypeError(
+                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}: "
+                "the object store keeps only DataFrames"
+            )
         super().handle_output(context, obj)
 
     def load_input(self, context: InputContext) -> Any:
@@ -93,10 +95,14 @@ class ObjectStoreIOManager(ConfigurableIOManagerFactory):
     secret_access_key: str = Field(description="S3 secret access key")
 
     def object_store(self) -> ObjectStore:
-        return ObjectStore(ObjectStoreConfig(
-            base_url=self.base_url, endpoint_url=self.endpoint_url,
-            access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
-        ))
+        return ObjectStore(
+            ObjectStoreConfig(
+                base_url=self.base_url,
+                endpoint_url=self.endpoint_url,
+                access_key_id=self.access_key_id,
+                secret_access_key=self.secret_access_key,
+            )
+        )
 
     def create_io_manager(self, context: InitResourceContext) -> ObjectStoreUPathIOManager:
         store = self.object_store()
@@ -112,7 +118,8 @@ def _check_table(context: InputContext | OutputContext) -> None:
     """Only (tenant, dataset_version) partitions of intermediate tables: anything else has no key here."""
     name = context.asset_key.to_user_string() if context.has_asset_key else "an op output"
     if not context.has_asset_key or not context.has_asset_partitions:
-        raise ValueError(f"{name} is not partitioned by tenant and dataset version: "
-                         "the object store keeps only such tables")
+        raise ValueError(
+            f"{name} is not partitioned by tenant and dataset version: the object store keeps only such tables"
+        )
     if _table_name(context) in AUDIT_TABLES:
         raise ValueError(f"{name} is a results table: it belongs to the results database, not the object store")

@@ -65,7 +65,13 @@ class ProductionIOManager(ConfigurableIOManager):
         return DatabaseStore(results_database(self.database_url, os.getpid()))
 
     def _object_store(self) -> ObjectStoreUPathIOManager:
-        return ObjectStoreUPathIOManager(shared_object_store(ObjectStoreConfig(
-            base_url=self.object_store_url, endpoint_url=self.object_store_endpoint,
-            access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
-        )))
+        return ObjectStoreUPathIOManager(
+            shared_object_store(
+                ObjectStoreConfig(
+                    base_url=self.object_store_url,
+                    endpoint_url=self.object_store_endpoint,
+                    access_key_id=self.access_key_id,
+                    secret_access_key=self.secret_access_key,
+                )
+            )
+        )

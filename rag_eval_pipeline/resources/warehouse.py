@@ -65,8 +65,10 @@ class WarehouseIOManager(ConfigurableIOManager):
         results would stay on this machine's disk, where no gate reads them."""
         run = context.run
         if run is not None and run.tags.get(RESULTS_TAG) == RESULTS_IN_DATABASE:
-            raise RuntimeError(f"run {run.run_id} was submitted in production mode but this worker has no "
-                               "RAG_EVAL_DATABASE_URL: set the production variables on every worker")
+            raise RuntimeError(
+                f"run {run.run_id} was submitted in production mode but this worker has no "
+                "RAG_EVAL_DATABASE_URL: set the production variables on every worker"
+            )
 
     def version_tables(self) -> VersionTables:
         warehouse = Warehouse(self.root)
@@ -88,8 +90,9 @@ _READ_BY_STEP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _READ_LOCK = threading.Lock()
 
 
-def store_output(tables: VersionTables, context: OutputContext, frame: pd.DataFrame,
-                 write: Callable[[pd.DataFrame], None]) -> None:
+def store_output(
+    tables: VersionTables, context: OutputContext, frame: pd.DataFrame, write: Callable[[pd.DataFrame], None]
+) -> None:
     """An asset's table through `write` (the IO manager's own), with the rules of versions.
 
     Audit tables are per commit and run: written as they come. Any other table belongs to the version: it
@@ -107,8 +110,9 @@ def store_output(tables: VersionTables, context: OutputContext, frame: pd.DataFr
         if must_write(tables, tenant, version, name, frame):
             write(frame)
             return
-    context.add_output_metadata({"published": f"unchanged: {tenant}/{version} is published with this {name}; "
-                                              "nothing was written"})
+    context.add_output_metadata(
+        {"published": f"unchanged: {tenant}/{version} is published with this {name}; nothing was written"}
+    )
 
 
 def loaded_table(context: InputContext, frame: pd.DataFrame) -> pd.DataFrame:

@@ -24,20 +24,19 @@ class Frame:
 # Head nouns (singular and plural) of each kind of thing.
 _KIND_NOUNS = {
     "organisation": "council department company agency office committee team school university college hospital "
-                    "clinic association government board ministry authority organisation organization institute "
-                    "society club firm business charity union library museum newspaper publisher army navy",
+    "clinic association government board ministry authority organisation organization institute "
+    "society club firm business charity union library museum newspaper publisher army navy",
     "programme": "programme program project scheme service policy plan initiative campaign strategy fund grant "
-                 "course curriculum competition festival",
+    "course curriculum competition festival",
     "method": "method process procedure system technique tool software application technology standard "
-              "framework device machine instrument engine vehicle weapon",
+    "framework device machine instrument engine vehicle weapon",
     "settlement": "town city village country county district region province state suburb borough",
     "building": "station airport building house church chapel cathedral bridge inn hotel factory mill observatory "
-                "laboratory prison castle tower theatre theater",
+    "laboratory prison castle tower theatre theater",
     "landmark": "hill common heath river lake park wood forest garden meadow beach island",
     "route": "road street lane avenue canal railway motorway highway",
     # Not "article" or "letter": in a grammar text they are parts of speech and of the alphabet.
-    "work": "book report poem novel story manual handbook magazine "
-            "journal essay textbook",
+    "work": "book report poem novel story manual handbook magazine journal essay textbook",
 }
 _FRAMES = {
     "organisation": (
@@ -117,7 +116,7 @@ def topic_phrases(sentence: str) -> list[str]:
     for i, word in enumerate(words):
         if word.lower() not in _KIND_OF:  # a singular head only: the frames ask about one thing
             continue
-        following = words[i + 1:i + 3]
+        following = words[i + 1 : i + 3]
         if following and (_kind_of_word(following[0]) or (word[:1].isupper() and following[0][:1].isupper())):
             continue  # a modifier of the next noun ('school board'), or a name going on ('Hill Road')
         if len(following) == 2 and following[0] in ("of", "for", "and") and following[1][:1].isupper():
@@ -126,11 +125,17 @@ def topic_phrases(sentence: str) -> list[str]:
         start = i - len(modifiers)
         # Only a name identifies the thing to someone who has not read the passage: "Chobham Road", not
         # "the train service" (which one?). The first word of a sentence is capitalised anyway.
-        if not modifiers or start == 0 or not all(m[:1].isupper() for m in modifiers) \
-                or modifiers[-1].endswith(("ward", "wards", "ses")):  # a direction ("Londonward"), a possessive ("Joneses house")
+        if (
+            not modifiers
+            or start == 0
+            or not all(m[:1].isupper() for m in modifiers)
+            or modifiers[-1].endswith(("ward", "wards", "ses"))
+        ):  # a direction ("Londonward"), a possessive ("Joneses house")
             continue
         phrase = " ".join(modifiers + [word])
-        if words[start - 1].lower() == "the":  # a name takes "the" where the text gives it ("the Natural History Museum")
+        if (
+            words[start - 1].lower() == "the"
+        ):  # a name takes "the" where the text gives it ("the Natural History Museum")
             phrase = f"the {phrase}"
         if phrase_problem(phrase, sentence) is None:
             phrases.append(phrase)
@@ -143,7 +148,7 @@ def _modifiers(words: list[str], head: int) -> list[str]:
     ('York City' of 'New York City')."""
     taken: list[str] = []
     limit = 3 if head and words[head - 1][:1].isupper() else 2
-    for word in reversed(words[max(0, head - limit):head]):
+    for word in reversed(words[max(0, head - limit) : head]):
         if taken and word[:1].isupper() != taken[0][:1].isupper():
             break  # a name and a common word do not make one modifier
         lower = word.lower()
@@ -171,7 +176,11 @@ def _name_goes_on(words: list[str], start: int) -> bool:
 
 def _kind_of_word(word: str) -> str | None:
     lower = word.lower()
-    for singular in (lower, lower[:-1] if lower.endswith("s") else None, lower[:-3] + "y" if lower.endswith("ies") else None):
+    for singular in (
+        lower,
+        lower[:-1] if lower.endswith("s") else None,
+        lower[:-3] + "y" if lower.endswith("ies") else None,
+    ):
         if singular and singular in _KIND_OF:
             return _KIND_OF[singular]
     return None

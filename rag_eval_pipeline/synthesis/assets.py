@@ -23,12 +23,18 @@ REJECTION_PREVIEW = ["qa_id", "question_type", "stage", "reason"]
     "each cluster labelled with its top terms, and each chunk's information score and test-node rank (the "
     "order questions are written from). The run log shows embedding progress and each later phase.",
 )
-def chunk_clusters(context: AssetExecutionContext, embedder: EmbedderResource, run_liveness: RunLivenessResource,
-                   document_chunks: pd.DataFrame) -> Output[pd.DataFrame]:
+def chunk_clusters(
+    context: AssetExecutionContext,
+    embedder: EmbedderResource,
+    run_liveness: RunLivenessResource,
+    document_chunks: pd.DataFrame,
+) -> Output[pd.DataFrame]:
     model = embedder.get()
     hits_before, misses_before = model.cache_hits, model.cache_misses
     frame = pipeline.test_nodes(document_chunks, model, log=context.log)
-    labels = frame.groupby("cluster_id").agg(label=("cluster_label", "first"), chunks=("chunk_id", "size")).reset_index()
+    labels = (
+        frame.groupby("cluster_id").agg(label=("cluster_label", "first"), chunks=("chunk_id", "size")).reset_index()
+    )
     nodes = frame[frame["test_node_rank"] > 0]
     return Output(
         frame,
@@ -89,8 +95,12 @@ def synthetic_qa(
     chunk_clusters: pd.DataFrame,
 ):
     titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
-    generator = pipeline.build_generator(config.generator, document_chunks["text"].tolist(), judge.llm_settings, judge.cache_path or None)
-    items, failures, plan = pipeline.synthesize(document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix)
+    generator = pipeline.build_generator(
+        config.generator, document_chunks["text"].tolist(), judge.llm_settings, judge.cache_path or None
+    )
+    items, failures, plan = pipeline.synthesize(
+        document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix
+    )
     yield Output(
         items,
         output_name="synthetic_qa",
@@ -110,8 +120,12 @@ def synthetic_qa(
 
 class VerificationConfig(Config):
     round_trip_k: int = Field(default=5, description="Top k of the round-trip retrieval check.")
-    drop_on_retrieval_miss: bool = Field(default=False, description="Drop items whose gold chunk the reference retriever misses.")
-    near_duplicate_cosine: float = Field(default=0.95, description="Questions at least this similar to a kept one are dropped.")
+    drop_on_retrieval_miss: bool = Field(
+        default=False, description="Drop items whose gold chunk the reference retriever misses."
+    )
+    near_duplicate_cosine: float = Field(
+        default=0.95, description="Questions at least this similar to a kept one are dropped."
+    )
 
 
 @lineage_multi_asset(
@@ -157,14 +171,26 @@ def golden_set(
     tenant, version = split_key(context.partition_key)
     settings = VerificationSettings(config.round_trip_k, config.drop_on_retrieval_miss, config.near_duplicate_cosine)
     golden, rejected, plan = pipeline.verify(
-        synthetic_qa, generation_failures, generation_plan, document_chunks, judge.get(), embedder.get(), settings,
+        synthetic_qa,
+        generation_failures,
+        generation_plan,
+        document_chunks,
+        judge.get(),
+        embedder.get(),
+        settings,
     )
     # Refuses a changed golden set for a published version before any table is written. Publishing
     # (the manifest) is left to the blocking golden_set_expectations check, once it passes.
     digest = check_publishable(warehouse.store(), tenant, version, golden)
-    yield Output(golden, output_name="golden_set", metadata=table_metadata(
-        golden, ["qa_id", "question_type", "quality_score", "question"],
-        **_golden_metadata(golden, synthetic_qa, rejected, plan, config.round_trip_k, digest)))
+    yield Output(
+        golden,
+        output_name="golden_set",
+        metadata=table_metadata(
+            golden,
+            ["qa_id", "question_type", "quality_score", "question"],
+            **_golden_metadata(golden, synthetic_qa, rejected, plan, config.round_trip_k, digest),
+        ),
+    )
     yield Output(rejected, output_name="rejected_qa", metadata=table_metadata(rejected, REJECTION_PREVIEW))
     yield Output(plan, output_name="synthesis_plan", metadata=table_metadata(plan, list(plan.columns)))
 
@@ -177,8 +203,12 @@ def _golden_metadata(golden, synthetic_qa, rejected, plan, k: int, content_hash:
         "quality_score_median": float(golden["quality_score"].median()) if len(golden) else 0.0,
         "rejected_count": len(rejected),
         "rejected_by_stage": {str(s): int(n) for s, n in by_stage.items()},
-        f"gold_in_top_{k}_share": round(float((answerable["round_trip_rank"] > 0).mean()), 4) if len(answerable) else 0.0,
+        f"gold_in_top_{k}_share": round(float((answerable["round_trip_rank"] > 0).mean()), 4)
+        if len(answerable)
+        else 0.0,
         "type_mix": plan.to_markdown(index=False),
         "content_hash": content_hash,
-        "rejected": rejected[["qa_id", "stage", "reason"]].head(50).to_markdown(index=False) if len(rejected) else "none",
+        "rejected": rejected[["qa_id", "stage", "reason"]].head(50).to_markdown(index=False)
+        if len(rejected)
+        else "none",
     }

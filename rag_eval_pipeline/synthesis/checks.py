@@ -60,8 +60,13 @@ def golden_set_expectations(
     if report.success:
         checked = {"golden_set": golden_set, "document_chunks": document_chunks, PLAN_TABLE: synthesis_plan}
         try:
-            manifest = publish_snapshot(context.resources.io_manager.version_tables(), tenant, version, golden_set,
-                                        {name: table_digest(frame) for name, frame in checked.items()})
+            manifest = publish_snapshot(
+                context.resources.io_manager.version_tables(),
+                tenant,
+                version,
+                golden_set,
+                {name: table_digest(frame) for name, frame in checked.items()},
+            )
         except MixedSnapshot as error:
             refusal = str(error)
     return AssetCheckResult(
@@ -74,8 +79,11 @@ def golden_set_expectations(
             "expectations": len(report.results),
             "failed_expectations": len(failed),
             "failures": MetadataValue.md(refusal or failures_markdown(report)),
-            "published": f"{tenant}/{version}, content hash {manifest.content_hash[:12]}" if manifest
-            else f"no: {refusal}" if refusal else "no: a golden set that fails its checks is not published",
+            "published": f"{tenant}/{version}, content hash {manifest.content_hash[:12]}"
+            if manifest
+            else f"no: {refusal}"
+            if refusal
+            else "no: a golden set that fails its checks is not published",
         },
     )
 

@@ -55,8 +55,9 @@ def cluster_labels(texts: list[str], cluster_ids: list[int], n_terms: int = 3) -
 
     documents = [" ".join(group) for group in groups.values()]
     try:
-        vectorizer = TfidfVectorizer(stop_words="english", ngram_range=(1, 2), sublinear_tf=True,
-                                     token_pattern=r"(?u)\b[^\W\d_][\w'-]{2,}\b")
+        vectorizer = TfidfVectorizer(
+            stop_words="english", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b[^\W\d_][\w'-]{2,}\b"
+        )
         weights = vectorizer.fit_transform(documents).toarray()
     except ValueError:  # nothing but stop words and numbers
         return {cluster: "" for cluster in groups}

@@ -58,7 +58,10 @@ class SuiteReport:
 
 
 def check_golden_set(
-    golden: pd.DataFrame, chunk_ids: set[str], expected_types: set[str], min_items: int = 1,
+    golden: pd.DataFrame,
+    chunk_ids: set[str],
+    expected_types: set[str],
+    min_items: int = 1,
     extra_columns: tuple[str, ...] = (),
 ) -> SuiteReport:
     """Validate the golden set against the chunks it cites and the question types it must contain.

@@ -14,7 +14,9 @@ from rag_eval_pipeline.synthesis.planning import TypePlan
 MAX_TRIES_PER_ITEM = 3
 
 
-def generate_items(generator: Generator, plans: list[TypePlan], candidates: dict[str, list[GenerationTask]]) -> tuple[list[QAItem], list[GenerationFailure]]:
+def generate_items(
+    generator: Generator, plans: list[TypePlan], candidates: dict[str, list[GenerationTask]]
+) -> tuple[list[QAItem], list[GenerationFailure]]:
     """Rounds over all types at once (so an LLM generator can work on them concurrently)."""
     queues = {p.question_type: list(candidates.get(p.question_type, [])) for p in plans if p.planned}
     tries = getattr(generator, "tries_per_item", MAX_TRIES_PER_ITEM)
@@ -39,6 +41,13 @@ def generate_items(generator: Generator, plans: list[TypePlan], candidates: dict
                 failures.append(outcome)
             else:  # a malformed outcome is the task's failure, not a crash or a silent loss
                 got = f"a {outcome.question_type} item" if isinstance(outcome, QAItem) else type(outcome).__name__
-                failures.append(GenerationFailure(task, generator.name, f"the generator returned {got} for a {task.question_type} task"))
-        failures += [GenerationFailure(t, generator.name, "the generator returned no outcome for this task") for t in batch[len(outcomes):]]
+                failures.append(
+                    GenerationFailure(
+                        task, generator.name, f"the generator returned {got} for a {task.question_type} task"
+                    )
+                )
+        failures += [
+            GenerationFailure(t, generator.name, "the generator returned no outcome for this task")
+            for t in batch[len(outcomes) :]
+        ]
     return [item for items in written.values() for item in items], failures

@@ -86,8 +86,15 @@ class Generator(Protocol):
     def generate(self, tasks: list[GenerationTask]) -> list[Outcome]: ...
 
 
-def make_item(task: GenerationTask, question: str, ground_truth: str, generator: str, prompt_version: str,
-              template: str = "", topic: str = "") -> QAItem:
+def make_item(
+    task: GenerationTask,
+    question: str,
+    ground_truth: str,
+    generator: str,
+    prompt_version: str,
+    template: str = "",
+    topic: str = "",
+) -> QAItem:
     """An item for a task. The qa_id is a content hash, so the same item gets the same id in every run."""
     gold = [] if task.question_type == UNANSWERABLE else list(task.chunks)
     question, ground_truth = question.strip(), ground_truth.strip()

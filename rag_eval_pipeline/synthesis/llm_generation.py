@@ -148,8 +148,9 @@ class LLMGenerator:
         problem = check_reply(result.parsed.question, answer, SYSTEM + "\n" + INSTRUCTIONS[task.question_type])
         if problem:
             return GenerationFailure(task, self.name, problem)
-        return make_item(task, result.parsed.question, REFUSAL if answer is None else answer, self.name,
-                         self.prompt_version)
+        return make_item(
+            task, result.parsed.question, REFUSAL if answer is None else answer, self.name, self.prompt_version
+        )
 
 
 def build_llm_generator(settings: LLMSettings, cache_path: str | None = None) -> LLMGenerator:
@@ -231,7 +232,7 @@ def _echoes(text: str, instructions: str) -> bool:
 
 def _runs(text: str) -> set[str]:
     words = normalise(text).split()
-    return {" ".join(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
+    return {" ".join(words[i : i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
 
 
 def _contains(question: str, answer: str) -> bool:
@@ -249,12 +250,17 @@ def _clip(text: str, limit: int = 120) -> str:
 
 
 def _prompt_version() -> str:
-    """"llm-qa-" and a short hash of what the model is asked: the messages of every question type (with one
+    """ "llm-qa-" and a short hash of what the model is asked: the messages of every question type (with one
     and with two passages), the reply schemas and the reminder of a retried call. Computed, never bumped
     by hand, so no prompt edit can keep an old version."""
-    chunks = (SourceChunk("a#0", "a", "Title A", "Heading A", "Text A."), SourceChunk("b#0", "b", "Title B", "", "Text B."))
+    chunks = (
+        SourceChunk("a#0", "a", "Title A", "Heading A", "Text A."),
+        SourceChunk("b#0", "b", "Title B", "", "Text B."),
+    )
     material = {
-        "messages": {kind: [messages_for(GenerationTask(kind, chunks[:n], 0)) for n in (1, 2)] for kind in QUESTION_TYPES},
+        "messages": {
+            kind: [messages_for(GenerationTask(kind, chunks[:n], 0)) for n in (1, 2)] for kind in QUESTION_TYPES
+        },
         "schemas": [AnswerAndQuestion.model_json_schema(), QuestionOnly.model_json_schema()],
         "retry_reminder": RETRY_REMINDER,
     }

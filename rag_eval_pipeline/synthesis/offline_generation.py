@@ -34,7 +34,9 @@ from rag_eval_pipeline.synthesis.planning import topic_terms
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
 from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like, numbers, sha256
 
-_DEFINITION = re.compile(r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?P<verb>is|are) (?:the|a|an) ", re.U)
+_DEFINITION = re.compile(
+    r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?P<verb>is|are) (?:the|a|an) ", re.U
+)
 _QUANTITY = re.compile(
     # "%" outside the closing \b: a word boundary never follows "%" before a space or a full stop.
     r"\b\d+(?:[.,]\d+)?\s*(?:%|(?:percent|days?|hours?|minutes?|seconds?|weeks?|months?|years?|ms|"
@@ -94,7 +96,9 @@ class OfflineGenerator:
         return [self._one(task) for task in tasks]
 
     def _one(self, task: GenerationTask) -> Outcome:
-        write = {SIMPLE: self._simple, MULTI_CONTEXT: self._multi_context, UNANSWERABLE: self._unanswerable}.get(task.question_type)
+        write = {SIMPLE: self._simple, MULTI_CONTEXT: self._multi_context, UNANSWERABLE: self._unanswerable}.get(
+            task.question_type
+        )
         if write is None:
             return self._failure(task, f"the offline generator cannot write {task.question_type} questions")
         return write(task)
@@ -103,7 +107,9 @@ class OfflineGenerator:
         return GenerationFailure(task, self.name, reason)
 
     def _item(self, task: GenerationTask, question: str, ground_truth: str, template: str, topic: str):
-        return make_item(task, " ".join(question.split()), ground_truth, self.name, self.prompt_version, template, topic)
+        return make_item(
+            task, " ".join(question.split()), ground_truth, self.name, self.prompt_version, template, topic
+        )
 
     # simple ---------------------------------------------------------------------------------------
     def _simple(self, task: GenerationTask) -> Outcome:
@@ -137,7 +143,9 @@ class OfflineGenerator:
         sentence of each."""
         facts_a, facts_b = factual_sentences(first.text), factual_sentences(second.text)
         shared = {t for s in facts_a for t in topic_terms(s)} & {t for s in facts_b for t in topic_terms(s)}
-        for term in sorted((t for t in shared if self._specific(t, first, second)), key=lambda t: (self._frequency(t), -len(t), t)):
+        for term in sorted(
+            (t for t in shared if self._specific(t, first, second)), key=lambda t: (self._frequency(t), -len(t), t)
+        ):
             best_a = max((s for s in facts_a if term in topic_terms(s)), key=_information)
             best_b = max((s for s in facts_b if term in topic_terms(s)), key=_information)
             surface = _noun_phrase(term, best_a) or _noun_phrase(term, best_b)
@@ -162,16 +170,23 @@ class OfflineGenerator:
         chunk = task.chunks[0]
         topics = _topics(chunk)
         if not topics:
-            return self._failure(task, "the chunk names nothing whose facts a template knows (an organisation, "
-                                       "a programme, a method, a place, a building, a landmark, a road or a written work)")
+            return self._failure(
+                task,
+                "the chunk names nothing whose facts a template knows (an organisation, "
+                "a programme, a method, a place, a building, a landmark, a road or a written work)",
+            )
         start = _variant(task)
         for topic in topics:
             frames = frames_for(topic)
             for i in range(len(frames)):
                 frame = frames[(start + i) % len(frames)]
-                if not self._stated_anywhere(set(content_words(topic)), {w for a in frame.answer_words for w in content_words(a)}):
+                if not self._stated_anywhere(
+                    set(content_words(topic)), {w for a in frame.answer_words for w in content_words(a)}
+                ):
                     return self._item(task, frame.question.format(topic=topic), REFUSAL, "absent-fact", topic)
-        return self._failure(task, f"every kind of fact the templates ask about {topics[0]!r} is mentioned in the corpus")
+        return self._failure(
+            task, f"every kind of fact the templates ask about {topics[0]!r} is mentioned in the corpus"
+        )
 
     def _stated_anywhere(self, topic_words: set[str], answer_words: set[str]) -> bool:
         """Whether some chunk mentions the topic together with a word of the asked-for fact."""
@@ -194,7 +209,9 @@ def _simple_question(sentence: str, chunk: SourceChunk, variant: int) -> tuple[s
     if definition:
         term = _term(definition.group("term"))
         if phrase_problem(term, sentence) is None:
-            question = _phrasing("definition", variant).format(verb=definition.group("verb"), term=term, title=chunk.title)
+            question = _phrasing("definition", variant).format(
+                verb=definition.group("verb"), term=term, title=chunk.title
+            )
             return "definition", question, term
     quantities = _QUANTITY.findall(sentence)
     if len(quantities) == 1 and sentence[:1].isupper() and '"' not in sentence:
@@ -221,9 +238,17 @@ def _section_named(chunk: SourceChunk) -> bool:
     that trails off ('Commonly Confused Words and') or table cells read as one line."""
     heading = chunk.heading.strip()
     words = heading.lower().split()
-    return bool(heading) and heading != chunk.title and bool(content_words(heading)) and not is_date(heading) \
-        and len(words) <= 10 and not is_table_like(heading) and words[-1] not in DANGLING_ENDS \
-        and not re.search(r"[?!\"“”‘’()\[\]]", heading) and not _joined_cells(heading)
+    return (
+        bool(heading)
+        and heading != chunk.title
+        and bool(content_words(heading))
+        and not is_date(heading)
+        and len(words) <= 10
+        and not is_table_like(heading)
+        and words[-1] not in DANGLING_ENDS
+        and not re.search(r"[?!\"“”‘’()\[\]]", heading)
+        and not _joined_cells(heading)
+    )
 
 
 def _joined_cells(heading: str) -> bool:
@@ -268,7 +293,7 @@ def _noun_phrase(term: str, sentence: str) -> str | None:
         if f"{' '.join(content_words(a))} {' '.join(content_words(b))}" != term:
             continue
         before = words[i - 1].lower() if i else ""
-        phrase = " ".join([a, b, *_name_continues(words[i + 2:i + 4])]) if b[:1].isupper() else f"{a} {b}"
+        phrase = " ".join([a, b, *_name_continues(words[i + 2 : i + 4])]) if b[:1].isupper() else f"{a} {b}"
         if before in _NOUN_PHRASE_OPENERS and phrase_problem(phrase, sentence) is None:
             return f"{before} {phrase}" if before in ("the", "a", "an") else phrase
     return None

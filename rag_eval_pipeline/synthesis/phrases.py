@@ -59,17 +59,22 @@ ADJECTIVE_ENDS = frozenset(
     "write remain use make take give keep need show go come get".split()
 )
 # Head nouns too general to name anything: "a quick way", "the good news", "the bottom line".
-VAGUE_HEADS = frozenset("way ways thing things stuff lot bit kind sort part point fact case news line matter idea rest".split())
+VAGUE_HEADS = frozenset(
+    "way ways thing things stuff lot bit kind sort part point fact case news line matter idea rest".split()
+)
 _LABEL = re.compile(r"^[\w .()-]{1,20}:(\s|$)")  # "TIP:", "Note:", "Step 1:" at the start
-_SECTION_NUMBER = re.compile(r"^(?:chapter|section|part|appendix|page|unit|lesson|figure|table|step)\s+[\dIVXLCivxlc]+[a-z]?\b", re.I)
+_SECTION_NUMBER = re.compile(
+    r"^(?:chapter|section|part|appendix|page|unit|lesson|figure|table|step)\s+[\dIVXLCivxlc]+[a-z]?\b", re.I
+)
 # A word longer than this is PDF text whose spaces were lost ("Inawelfarestate,howshallwedeal"), not a word.
 MAX_WORD_CHARS = 24
 MAX_PHRASE_WORDS = 8
 _PHRASE_WORD = re.compile(r"[\w][\w'’.-]*", re.U)
 
 
-def phrase_problem(phrase: str, source: str | None = None, section_names: frozenset[str] = frozenset(),
-                   whole: bool = True) -> str | None:
+def phrase_problem(
+    phrase: str, source: str | None = None, section_names: frozenset[str] = frozenset(), whole: bool = True
+) -> str | None:
     """Why `phrase` is not a noun phrase that stands on its own, or None when it is.
 
     `source` (the text it was taken from) catches terms cut mid-word; `section_names` (normalised, lowercase)
@@ -153,9 +158,14 @@ def _word_problem(text: str, words: list[str]) -> str | None:
         return f"a word broken at a line end, or two run together by a dash: {text!r}"
     if re.search(r"[\u201e\u201f\u200b-\u200f\ufeff\ufffd]", text):
         return f"odd characters from text extraction: {text!r}"
-    fragment = next((w for before, w in zip([""] + words, words)
-                     if len(w) == 2 and w.islower() and w.isalpha() and w not in _TWO_LETTER_WORDS
-                     and not before[-1:].isdigit()), None)  # "5 km" is a measure
+    fragment = next(
+        (
+            w
+            for before, w in zip([""] + words, words)
+            if len(w) == 2 and w.islower() and w.isalpha() and w not in _TWO_LETTER_WORDS and not before[-1:].isdigit()
+        ),
+        None,
+    )  # "5 km" is a measure
     if fragment:
         return f"a word cut short or broken ({fragment!r}): {text!r}"
     if re.match(r"\d[\d.,]*\s+(?:of\s+\d|[A-Z])", text):
@@ -171,7 +181,7 @@ def _cut_word(words: list[str], source: str) -> str | None:
         bare = word.strip("\"'“”‘’.,").lower()
         if not bare or bare in source_words or bare in STOPWORDS or any(bare in w.split("-") for w in source_words):
             continue
-        if any(w.startswith(bare) and w[len(bare):] not in _INFLECTIONS for w in source_words):
+        if any(w.startswith(bare) and w[len(bare) :] not in _INFLECTIONS for w in source_words):
             return word
     return None
 

@@ -1,9 +1,9 @@
 """The synthesis path as three plain steps, shared by the Dagster assets and `rag-eval synthesize`.
 
-  test_nodes(chunks)             -> chunk_clusters: cluster, label, information, test-node rank
-  synthesize(chunks, clusters)   -> candidate items, generation failures, the per-type generation plan
-  verify(items, failures, plan)  -> golden set, rejected items (generation failures included), the plan
-                                    with the kept counts (synthesis_plan)
+test_nodes(chunks)             -> chunk_clusters: cluster, label, information, test-node rank
+synthesize(chunks, clusters)   -> candidate items, generation failures, the per-type generation plan
+verify(items, failures, plan)  -> golden set, rejected items (generation failures included), the plan
+                                  with the kept counts (synthesis_plan)
 """
 
 from __future__ import annotations
@@ -43,8 +43,12 @@ def test_nodes(chunks: pd.DataFrame, embedder: Embedder, log: logging.Logger | N
     vectors = embedder.embed(texts, progress=progress_logger(log)) if texts else None
     log.info("embeddings of %d chunks ready (%.1f s)", len(texts), lap())
     clusters = cluster_chunks(chunks["chunk_id"].tolist(), vectors)
-    log.info("clustered: %d clusters, %d outliers (%.1f s)",
-             clusters.loc[~clusters["is_outlier"], "cluster_id"].nunique(), int(clusters["is_outlier"].sum()), lap())
+    log.info(
+        "clustered: %d clusters, %d outliers (%.1f s)",
+        clusters.loc[~clusters["is_outlier"], "cluster_id"].nunique(),
+        int(clusters["is_outlier"].sum()),
+        lap(),
+    )
     labels = cluster_labels(texts, clusters["cluster_id"].tolist())
     clusters["cluster_label"] = clusters["cluster_id"].map(labels).fillna("")
     log.info("cluster labels ready (%.1f s)", lap())
@@ -66,17 +70,30 @@ def _stopwatch() -> Callable[[], float]:
     return lap
 
 
-def synthesize(chunks: pd.DataFrame, clusters: pd.DataFrame, titles: dict[str, str], generator: Generator,
-               n_items: int, mix: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def synthesize(
+    chunks: pd.DataFrame,
+    clusters: pd.DataFrame,
+    titles: dict[str, str],
+    generator: Generator,
+    n_items: int,
+    mix: dict[str, float] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     plans = plan_counts(n_items, mix or DEFAULT_MIX, generator.supported_types)
     candidates = candidate_tasks(chunks, clusters, titles, plans)
     items, failures = generate_items(generator, plans, candidates)
     generated = pd.Series([i.question_type for i in items], dtype=object).value_counts()
     plan = pd.DataFrame(
         [
-            {"question_type": p.question_type, "requested": p.requested, "planned": p.planned,
-             "generated": int(generated.get(p.question_type, 0)),
-             "note": p.note or _shortfall(p.planned, int(generated.get(p.question_type, 0)), len(candidates.get(p.question_type, [])))}
+            {
+                "question_type": p.question_type,
+                "requested": p.requested,
+                "planned": p.planned,
+                "generated": int(generated.get(p.question_type, 0)),
+                "note": p.note
+                or _shortfall(
+                    p.planned, int(generated.get(p.question_type, 0)), len(candidates.get(p.question_type, []))
+                ),
+            }
             for p in plans
         ],
         columns=GENERATION_PLAN_COLUMNS,
@@ -92,8 +109,15 @@ def _shortfall(planned: int, generated: int, candidates: int) -> str:
     return "the generator failed on the other tasks it tried (see rejected_qa, stage generation)"
 
 
-def verify(items: pd.DataFrame, failures: pd.DataFrame, plan: pd.DataFrame, chunks: pd.DataFrame, judge: Judge,
-           embedder: Embedder, settings: VerificationSettings = VerificationSettings()) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def verify(
+    items: pd.DataFrame,
+    failures: pd.DataFrame,
+    plan: pd.DataFrame,
+    chunks: pd.DataFrame,
+    judge: Judge,
+    embedder: Embedder,
+    settings: VerificationSettings = VerificationSettings(),
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     golden, rejected = verify_items(items, chunks, judge, embedder, settings)
     rejected = pd.concat([failures, rejected], ignore_index=True) if len(failures) else rejected
     kept = golden["question_type"].value_counts()
@@ -126,7 +150,9 @@ class FolderSynthesis:
     n_chunks: int
 
 
-def build_generator(kind: str, chunk_texts: list[str], llm_settings: Callable[[], LLMSettings], cache_path: str | None) -> Generator:
+def build_generator(
+    kind: str, chunk_texts: list[str], llm_settings: Callable[[], LLMSettings], cache_path: str | None
+) -> Generator:
     """'offline' (templates, knows the corpus) or 'llm' (the server `llm_settings()` names, imported only then)."""
     if kind == "offline":
         return OfflineGenerator(chunk_texts)
@@ -137,9 +163,15 @@ def build_generator(kind: str, chunk_texts: list[str], llm_settings: Callable[[]
     raise ValueError(f"generator must be 'offline' or 'llm', got {kind!r}")
 
 
-def from_folder(folder: Path, make_generator: Callable[[pd.DataFrame], Generator], judge: Judge, embedder: Embedder,
-                n_items: int, mix: dict[str, float] | None = None,
-                settings: VerificationSettings = VerificationSettings()) -> FolderSynthesis:
+def from_folder(
+    folder: Path,
+    make_generator: Callable[[pd.DataFrame], Generator],
+    judge: Judge,
+    embedder: Embedder,
+    n_items: int,
+    mix: dict[str, float] | None = None,
+    settings: VerificationSettings = VerificationSettings(),
+) -> FolderSynthesis:
     """Documents of a folder (outside any tenant) to a verified golden set; no Dagster involved."""
     documents = read_documents(folder)
     if not documents.documents:

@@ -37,7 +37,9 @@ def plan_counts(n: int, mix: dict[str, float], supported: tuple[str, ...]) -> li
             t,
             requested.get(t, 0),
             planned.get(t, 0),
-            "" if t in supported or not requested.get(t) else "this generator cannot write this type; its share went to the others",
+            ""
+            if t in supported or not requested.get(t)
+            else "this generator cannot write this type; its share went to the others",
         )
         for t in QUESTION_TYPES
         if t in mix
@@ -65,7 +67,9 @@ def _split(n: int, weights: dict[str, float]) -> dict[str, int]:
     return counts
 
 
-def candidate_tasks(chunks: pd.DataFrame, nodes: pd.DataFrame, titles: dict[str, str], plans: list[TypePlan]) -> dict[str, list[GenerationTask]]:
+def candidate_tasks(
+    chunks: pd.DataFrame, nodes: pd.DataFrame, titles: dict[str, str], plans: list[TypePlan]
+) -> dict[str, list[GenerationTask]]:
     """Per type, every task it could be written from, best first.
 
     `nodes` has chunk_id, cluster_id, cluster_label and test_node_rank (0: not a test node). Each type
@@ -77,7 +81,7 @@ def candidate_tasks(chunks: pd.DataFrame, nodes: pd.DataFrame, titles: dict[str,
     tasks: dict[str, list[GenerationTask]] = {}
     offset = 0
     for plan in plans:
-        rotated = ranked[offset % len(ranked):] + ranked[: offset % len(ranked)] if ranked else []
+        rotated = ranked[offset % len(ranked) :] + ranked[: offset % len(ranked)] if ranked else []
         offset += plan.planned
         if plan.question_type == MULTI_CONTEXT:
             tasks[MULTI_CONTEXT] = _pair_tasks(rotated, table, sources)
@@ -87,7 +91,9 @@ def candidate_tasks(chunks: pd.DataFrame, nodes: pd.DataFrame, titles: dict[str,
 
 
 def _source(row: dict, titles: dict[str, str]) -> SourceChunk:
-    return SourceChunk(row["chunk_id"], row["doc_id"], titles.get(row["doc_id"], row["doc_id"]), row.get("heading") or "", row["text"])
+    return SourceChunk(
+        row["chunk_id"], row["doc_id"], titles.get(row["doc_id"], row["doc_id"]), row.get("heading") or "", row["text"]
+    )
 
 
 def _task(question_type: str, chunks: list[SourceChunk], node: dict) -> GenerationTask:
@@ -114,7 +120,8 @@ def _partner(node: dict, members: list[dict], terms: dict[str, set[str]]) -> dic
         return (other["doc_id"] != node["doc_id"], shared, other["chunk_id"])
 
     others = [
-        m for m in members
+        m
+        for m in members
         if m["chunk_id"] != node["chunk_id"]
         and terms[node["chunk_id"]] & terms[m["chunk_id"]]
         # Neighbours share their overlap text: a pair of them is one passage, not two contexts.

@@ -34,7 +34,9 @@ AUXILIARIES = frozenset(
 )
 _PREPOSITION_THEN_QUESTION_WORD = re.compile(
     r"^(?:(?:in|into|on|at|for|from|to|by|with|under|during|since|of)\s+(?:what|which|whom|whose|how)"
-    r"|(?:approximately|roughly|about|around|exactly)\s+(?:how|what|when))\b", re.I)
+    r"|(?:approximately|roughly|about|around|exactly)\s+(?:how|what|when))\b",
+    re.I,
+)
 # A clause before the question proper: "According to X, what ...", "If A, how ...", "Suppose A. What ...".
 _LEAD_IN_WORDS = frozenset(
     "according if after before given suppose supposing assuming assume comparing considering based in for "
@@ -55,7 +57,8 @@ _QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # and the full-width and Arabic que
 # A quoted "title" or "section" that is a page number, a page counter or a date was read off a page's edge.
 _PAGE_FURNITURE = re.compile(
     r"^\s*(?:(?:[Pp]age|p\.)\s*)?\d+(?:\s*(?:/|of)\s*\d+)?\s*$|^\s*[Pp]age\s+\d+|^\s*[-\u2013\u2014]\s*\d+\s*[-\u2013\u2014]\s*$"
-    r"|^\s*[ivxlc]{1,6}\s*$")  # lowercase roman numerals only: "C" or "X" may be a real name
+    r"|^\s*[ivxlc]{1,6}\s*$"
+)  # lowercase roman numerals only: "C" or "X" may be a real name
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,9 @@ class QualityContext:
     section_names: frozenset[str] = frozenset()
 
 
-def assess(question: str, question_type: str, topic: str = "", context: QualityContext = QualityContext()) -> Assessment:
+def assess(
+    question: str, question_type: str, topic: str = "", context: QualityContext = QualityContext()
+) -> Assessment:
     """The quality of one question; `topic` is what a template filled in ("" when unknown).
 
     The grammar checks are English; a question in another language (an LLM may write one for a corpus
@@ -84,8 +89,11 @@ def assess(question: str, question_type: str, topic: str = "", context: QualityC
     if not _reads_as_english(text, question_form):
         problem = _foreign_form_problem(text)
         return Assessment(0.0, problem) if problem else Assessment(1.0)
-    problem = (_form_problem(text, question_form) or _fragment_problem(text)
-               or _subject_problem(text, question_type, topic, context))
+    problem = (
+        _form_problem(text, question_form)
+        or _fragment_problem(text)
+        or _subject_problem(text, question_type, topic, context)
+    )
     if problem:
         return Assessment(0.0, problem)
     notes = _penalties(text, topic)
@@ -168,7 +176,7 @@ def _fragment_problem(text: str) -> str | None:
     if any(len(w.strip("\"'“”.,?")) > MAX_WORD_CHARS and "/" not in w for w in text.split()):
         return "words run together (text extracted without spaces)"
     for quoted in _QUOTED.findall(text):
-        inner = quoted.strip("\"“”")
+        inner = quoted.strip('"“”')
         if "____" in quoted and is_table_like(inner.replace("____", " ")):
             return "the quoted statement is table debris, not a sentence"
         if "____" not in quoted and (_PAGE_FURNITURE.match(inner) or is_date(inner)):

@@ -34,8 +34,16 @@ ACCEPT, REJECT, EDIT = "accept", "reject", "edit"
 DECISIONS = (ACCEPT, REJECT, EDIT)
 REVIEW_COLUMNS = ["decision", "edited_question", "edited_ground_truth", "reviewer_note"]
 # quality_score (0 to 1, from the quality stage) lets a reviewer sort the weakest questions first.
-SHEET_COLUMNS = ["qa_id", "question_type", "quality_score", "question", "ground_truth", "gold_chunk_ids", "gold_contexts",
-                 *REVIEW_COLUMNS]
+SHEET_COLUMNS = [
+    "qa_id",
+    "question_type",
+    "quality_score",
+    "question",
+    "ground_truth",
+    "gold_chunk_ids",
+    "gold_contexts",
+    *REVIEW_COLUMNS,
+]
 REQUIRED_COLUMNS = ("qa_id", "decision")
 REVIEWED_COLUMNS = GOLDEN_COLUMNS + ["review", "derived_from"]
 SHEET_FORMATS = (".csv", ".jsonl")
@@ -81,7 +89,9 @@ def with_quality_columns(golden: pd.DataFrame) -> pd.DataFrame:
     if "topic" not in golden:
         golden["topic"] = ""
     if "quality_score" not in golden:
-        golden["quality_score"] = [assess(str(q), str(t)).score for q, t in zip(golden["question"], golden["question_type"])]
+        golden["quality_score"] = [
+            assess(str(q), str(t)).score for q, t in zip(golden["question"], golden["question_type"])
+        ]
     return golden
 
 
@@ -126,7 +136,7 @@ def as_spreadsheet_text(text: str) -> str:
 
 def _unmarked(text: str) -> str:
     """What as_spreadsheet_text was given: its mark removed (any other text is unchanged)."""
-    return text[len(TEXT_MARK):] if text.startswith(TEXT_MARK) and _needs_mark(text[len(TEXT_MARK):]) else text
+    return text[len(TEXT_MARK) :] if text.startswith(TEXT_MARK) and _needs_mark(text[len(TEXT_MARK) :]) else text
 
 
 def _needs_mark(text: str) -> bool:
@@ -183,9 +193,12 @@ def apply_review(golden: pd.DataFrame, decisions: pd.DataFrame, verify: Verify) 
     _check_unique_ids(kept, by_id)
     if not kept:
         removed = [f"{summary['rejected']} rejected by the reviewer"] + (
-            [f"{summary['edit_rejected']} edits failed verification"] if summary["edit_rejected"] else [])
-        raise ValueError(f"the review keeps no item of the golden set ({', '.join(removed)}): nothing to publish; "
-                         "a golden set needs at least one item")
+            [f"{summary['edit_rejected']} edits failed verification"] if summary["edit_rejected"] else []
+        )
+        raise ValueError(
+            f"the review keeps no item of the golden set ({', '.join(removed)}): nothing to publish; "
+            "a golden set needs at least one item"
+        )
     return ReviewResult(
         golden=pd.DataFrame(kept, columns=REVIEWED_COLUMNS),
         rejected=pd.DataFrame(rejected, columns=REJECTED_COLUMNS),
@@ -344,8 +357,10 @@ def _row_problem(cells: dict[str, str], items: dict[str, dict]) -> str | None:
         return f"edited text given but the decision is {_quoted(decision or 'blank')}; use edit" if edited else None
     if not edited:
         return "decision edit needs edited_question or edited_ground_truth"
-    if item["question_type"] == UNANSWERABLE and cells["edited_ground_truth"] and (
-        _squash(cells["edited_ground_truth"]) != _squash(item["ground_truth"])
+    if (
+        item["question_type"] == UNANSWERABLE
+        and cells["edited_ground_truth"]
+        and (_squash(cells["edited_ground_truth"]) != _squash(item["ground_truth"]))
     ):
         return "an unanswerable question keeps its refusal as ground truth; edit only its question"
     if _squash(cells["edited_question"] or item["question"]) == _squash(item["question"]) and _squash(

@@ -26,8 +26,13 @@ def factual_sentences(text: str) -> list[str]:
 def _is_factual(sentence: str) -> bool:
     """Not table debris ("Manufacturing 5 , 300 13 .") nor text whose spaces PDF extraction lost."""
     words = sentence.split()
-    return (8 <= len(words) <= 40 and sentence[-1] == "." and len(content_words(sentence)) >= 4
-            and not is_table_like(sentence) and max(len(w) for w in words) <= MAX_WORD_CHARS)
+    return (
+        8 <= len(words) <= 40
+        and sentence[-1] == "."
+        and len(content_words(sentence)) >= 4
+        and not is_table_like(sentence)
+        and max(len(w) for w in words) <= MAX_WORD_CHARS
+    )
 
 
 def information_score(text: str) -> float:
@@ -42,7 +47,9 @@ def information_score(text: str) -> float:
 
 def rank_test_nodes(chunks: pd.DataFrame, clusters: pd.DataFrame) -> pd.DataFrame:
     """Per chunk: `information`, `centrality` and `test_node_rank` (1 = first pick, 0 = not a test node)."""
-    table = chunks[["chunk_id", "doc_id", "text"]].merge(clusters[["chunk_id", "cluster_id", "membership"]], on="chunk_id")
+    table = chunks[["chunk_id", "doc_id", "text"]].merge(
+        clusters[["chunk_id", "cluster_id", "membership"]], on="chunk_id"
+    )
     table["information"] = table["text"].map(information_score)
     if "kind" in chunks:  # ingestion marks runs of table rows: no template may read them as prose
         is_table = table["chunk_id"].map(dict(zip(chunks["chunk_id"], chunks["kind"] == "table")))

@@ -26,7 +26,14 @@ from rag_eval_pipeline.core.judging.judge import Judge
 from rag_eval_pipeline.core.judging.judgement import GROUND_TRUTH_SUPPORT, Failure
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
-from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, MULTI_CONTEXT, REFUSAL, REJECTED_COLUMNS, UNANSWERABLE, normalise
+from rag_eval_pipeline.synthesis.items import (
+    GOLDEN_COLUMNS,
+    MULTI_CONTEXT,
+    REFUSAL,
+    REJECTED_COLUMNS,
+    UNANSWERABLE,
+    normalise,
+)
 from rag_eval_pipeline.synthesis.phrases import normalise_heading
 from rag_eval_pipeline.synthesis.quality import QualityContext, assess
 from rag_eval_pipeline.core.text import content_words, numbers
@@ -48,8 +55,13 @@ class _Rejection:
     reason: str
 
 
-def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedder: Embedder,
-                 settings: VerificationSettings = VerificationSettings()) -> tuple[pd.DataFrame, pd.DataFrame]:
+def verify_items(
+    items: pd.DataFrame,
+    chunks: pd.DataFrame,
+    judge: Judge,
+    embedder: Embedder,
+    settings: VerificationSettings = VerificationSettings(),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(golden set with GOLDEN_COLUMNS, rejected items with REJECTED_COLUMNS)."""
     records, repeats = _without_repeats(items.to_dict("records"))
     verdicts: dict[str, _Rejection] = {}
@@ -57,19 +69,30 @@ def verify_items(items: pd.DataFrame, chunks: pd.DataFrame, judge: Judge, embedd
     sections = frozenset(normalise_heading(h) for h in chunks["heading"]) if "heading" in chunks else frozenset()
     scores: dict[str, float] = {}
     for item in records:
-        rejection = _form(item, settings) or _quality(item, chunk_texts, sections, scores) or _gold_ids(item, chunk_texts) or _leak(item)
+        rejection = (
+            _form(item, settings)
+            or _quality(item, chunk_texts, sections, scores)
+            or _gold_ids(item, chunk_texts)
+            or _leak(item)
+        )
         if rejection:
             verdicts[item["qa_id"]] = rejection
     _grounding(_pending(records, verdicts, answerable=True), judge, verdicts)
-    retriever = ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder, settings.round_trip_k)
+    retriever = ReferenceCandidate(
+        chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder, settings.round_trip_k
+    )
     _answerable(_pending(records, verdicts, answerable=False), retriever, verdicts)
     _near_duplicates(_pending(records, verdicts), embedder, settings.near_duplicate_cosine, verdicts)
     ranks = _round_trip_ranks(_pending(records, verdicts), retriever)
     if settings.drop_on_retrieval_miss:
         for qa_id in [q for q, rank in ranks.items() if rank == 0]:
-            verdicts[qa_id] = _Rejection("retrieval", f"no gold chunk in the reference retriever's top {settings.round_trip_k}")
+            verdicts[qa_id] = _Rejection(
+                "retrieval", f"no gold chunk in the reference retriever's top {settings.round_trip_k}"
+            )
     golden, rejected = _split(records, verdicts, ranks, scores)
-    return golden, pd.concat([rejected, pd.DataFrame(repeats, columns=REJECTED_COLUMNS)], ignore_index=True) if repeats else rejected
+    return golden, pd.concat(
+        [rejected, pd.DataFrame(repeats, columns=REJECTED_COLUMNS)], ignore_index=True
+    ) if repeats else rejected
 
 
 def _without_repeats(records: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -77,7 +100,9 @@ def _without_repeats(records: list[dict]) -> tuple[list[dict], list[dict]]:
     seen, unique, repeats = set(), [], []
     for record in records:
         if record["qa_id"] in seen:
-            repeats.append({**record, "stage": "duplicate", "reason": f"same question and gold chunks as {record['qa_id']}"})
+            repeats.append(
+                {**record, "stage": "duplicate", "reason": f"same question and gold chunks as {record['qa_id']}"}
+            )
         else:
             seen.add(record["qa_id"])
             unique.append(record)
@@ -87,7 +112,8 @@ def _without_repeats(records: list[dict]) -> tuple[list[dict], list[dict]]:
 def _pending(records: list[dict], verdicts: dict, answerable: bool | None = None) -> list[dict]:
     """Items not rejected yet; answerable=True/False selects by type."""
     return [
-        r for r in records
+        r
+        for r in records
         if r["qa_id"] not in verdicts and (answerable is None or (r["question_type"] != UNANSWERABLE) == answerable)
     ]
 
@@ -95,7 +121,10 @@ def _pending(records: list[dict], verdicts: dict, answerable: bool | None = None
 def _form(item: dict, settings: VerificationSettings) -> _Rejection | None:
     n_question = len(str(item["question"]).split())
     if not settings.min_question_words <= n_question <= settings.max_question_words:
-        return _Rejection("form", f"question has {n_question} words, outside {settings.min_question_words}-{settings.max_question_words}")
+        return _Rejection(
+            "form",
+            f"question has {n_question} words, outside {settings.min_question_words}-{settings.max_question_words}",
+        )
     n_answer = len(str(item["ground_truth"]).split())
     if not 1 <= n_answer <= settings.max_answer_words:
         return _Rejection("form", f"ground truth has {n_answer} words, outside 1-{settings.max_answer_words}")
@@ -104,7 +133,9 @@ def _form(item: dict, settings: VerificationSettings) -> _Rejection | None:
     return None
 
 
-def _quality(item: dict, chunk_texts: dict[str, str], sections: frozenset[str], scores: dict[str, float]) -> _Rejection | None:
+def _quality(
+    item: dict, chunk_texts: dict[str, str], sections: frozenset[str], scores: dict[str, float]
+) -> _Rejection | None:
     """The quality stage; the score of a question it keeps goes to `scores`."""
     source = " ".join(chunk_texts.get(c, "") for c in item["source_chunk_ids"])
     verdict = assess(item["question"], item["question_type"], item.get("topic") or "", QualityContext(source, sections))
@@ -142,8 +173,14 @@ def _grounding(records: list[dict], judge: Judge, verdicts: dict[str, _Rejection
     if not records:
         return
     items = [
-        EvalItem(r["qa_id"], r["question"], "", [{"id": c, "text": t} for c, t in zip(r["gold_chunk_ids"], r["gold_contexts"])],
-                 r["ground_truth"], list(r["gold_chunk_ids"]))
+        EvalItem(
+            r["qa_id"],
+            r["question"],
+            "",
+            [{"id": c, "text": t} for c, t in zip(r["gold_chunk_ids"], r["gold_contexts"])],
+            r["ground_truth"],
+            list(r["gold_chunk_ids"]),
+        )
         for r in records
     ]
     for record, judgement in zip(records, judge.judge_many(items, {GROUND_TRUTH_SUPPORT})):
@@ -154,7 +191,9 @@ def _grounding(records: list[dict], judge: Judge, verdicts: dict[str, _Rejection
 
 def _support_rejection(support) -> _Rejection | None:
     if isinstance(support, Failure) or support is None:
-        return _Rejection("grounding", f"the judge could not check the ground truth: {getattr(support, 'reason', 'no verdict')}")
+        return _Rejection(
+            "grounding", f"the judge could not check the ground truth: {getattr(support, 'reason', 'no verdict')}"
+        )
     if not support:
         return _Rejection("grounding", "the ground truth makes no checkable statement")
     unsupported = [v.statement for v in support if not v.verdict]
@@ -180,11 +219,15 @@ def _answerable(records: list[dict], retriever: ReferenceCandidate, verdicts: di
         asked = set(content_words(record["question"]))
         for index in top:
             if asked <= set(content_words(retriever.chunk_texts[index])):
-                verdicts[record["qa_id"]] = _Rejection("answerable", f"chunk {retriever.chunk_ids[index]} may answer it")
+                verdicts[record["qa_id"]] = _Rejection(
+                    "answerable", f"chunk {retriever.chunk_ids[index]} may answer it"
+                )
                 break
 
 
-def _near_duplicates(records: list[dict], embedder: Embedder, threshold: float, verdicts: dict[str, _Rejection]) -> None:
+def _near_duplicates(
+    records: list[dict], embedder: Embedder, threshold: float, verdicts: dict[str, _Rejection]
+) -> None:
     if not records:
         return
     vectors = embedder.embed([r["question"] for r in records])
@@ -195,7 +238,9 @@ def _near_duplicates(records: list[dict], embedder: Embedder, threshold: float, 
             nearest = int(np.argmax(cosines))
             if cosines[nearest] >= threshold:
                 twin = records[kept[nearest]]["qa_id"]
-                verdicts[record["qa_id"]] = _Rejection("duplicate", f"near-duplicate of {twin} (cosine {cosines[nearest]:.3f})")
+                verdicts[record["qa_id"]] = _Rejection(
+                    "duplicate", f"near-duplicate of {twin} (cosine {cosines[nearest]:.3f})"
+                )
                 continue
         kept.append(i)
 
@@ -210,14 +255,21 @@ def _round_trip_ranks(records: list[dict], retriever: ReferenceCandidate) -> dic
     return ranks
 
 
-def _split(records: list[dict], verdicts: dict[str, _Rejection], ranks: dict[str, int],
-           scores: dict[str, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split(
+    records: list[dict], verdicts: dict[str, _Rejection], ranks: dict[str, int], scores: dict[str, float]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     kept, rejected = [], []
     for record in records:
         verdict = verdicts.get(record["qa_id"])
         if verdict:
             rejected.append({**record, "stage": verdict.stage, "reason": verdict.reason})
         else:
-            kept.append({**record, "round_trip_rank": ranks[record["qa_id"]], "grounded": True,
-                         "quality_score": scores[record["qa_id"]]})
+            kept.append(
+                {
+                    **record,
+                    "round_trip_rank": ranks[record["qa_id"]],
+                    "grounded": True,
+                    "quality_score": scores[record["qa_id"]],
+                }
+            )
     return pd.DataFrame(kept, columns=GOLDEN_COLUMNS), pd.DataFrame(rejected, columns=REJECTED_COLUMNS)

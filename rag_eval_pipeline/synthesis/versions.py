@@ -154,14 +154,17 @@ def publish(
     keeps it and the other gets GoldenSetImmutable (unless both publish the same content).
     """
     if not len(golden):
-        raise ValueError(f"the golden set of {tenant}/{version} has no items: a golden set without items is never "
-                         "published (nothing could be audited on it)")
+        raise ValueError(
+            f"the golden set of {tenant}/{version} has no items: a golden set without items is never "
+            "published (nothing could be audited on it)"
+        )
     with warehouse.version_lock(tenant, version):
         return _publish(warehouse, tenant, version, golden, source, parent_version)
 
 
-def _publish(warehouse, tenant: str, version: str, golden: pd.DataFrame, source: str,
-             parent_version: str | None) -> Manifest:
+def _publish(
+    warehouse, tenant: str, version: str, golden: pd.DataFrame, source: str, parent_version: str | None
+) -> Manifest:
     digest = check_publishable(warehouse, tenant, version, golden)
     existing = read_manifest(warehouse, tenant, version)
     if existing is not None:
@@ -189,8 +192,14 @@ def _publish(warehouse, tenant: str, version: str, golden: pd.DataFrame, source:
     return published
 
 
-def publish_snapshot(tables: VersionTables, tenant: str, version: str, golden: pd.DataFrame,
-                     checked: dict[str, str], table_names: tuple[str, ...] = SYNTHESIS_TABLES) -> Manifest:
+def publish_snapshot(
+    tables: VersionTables,
+    tenant: str,
+    version: str,
+    golden: pd.DataFrame,
+    checked: dict[str, str],
+    table_names: tuple[str, ...] = SYNTHESIS_TABLES,
+) -> Manifest:
     """Publish a synthesized golden set when it and the tables it was built from (`table_names`) are one
     snapshot; MixedSnapshot (nothing published) when they are not.
 
@@ -202,8 +211,11 @@ def publish_snapshot(tables: VersionTables, tenant: str, version: str, golden: p
         if read_manifest(tables.results, tenant, version) is None:
             stored = {name: tables.read_if_stored(tenant, version, name) for name in table_names}
             problems = snapshot_problems(stored)
-            problems += [f"{name} changed after the check read it" for name, digest in sorted(checked.items())
-                         if stored.get(name) is not None and table_digest(stored[name]) != digest]
+            problems += [
+                f"{name} changed after the check read it"
+                for name, digest in sorted(checked.items())
+                if stored.get(name) is not None and table_digest(stored[name]) != digest
+            ]
             if problems:
                 raise MixedSnapshot(
                     f"{tenant}/{version} is not published: its tables are not one snapshot ({'; '.join(problems)}); "
@@ -235,8 +247,9 @@ def must_write(tables: VersionTables, tenant: str, version: str, name: str, fram
 
 
 def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:
-    return _parse_manifest(warehouse.read_text(tenant, version, MANIFEST_FILE),
-                           warehouse.text_location(tenant, version, MANIFEST_FILE))
+    return _parse_manifest(
+        warehouse.read_text(tenant, version, MANIFEST_FILE), warehouse.text_location(tenant, version, MANIFEST_FILE)
+    )
 
 
 def _parse_manifest(content: str | None, location: str) -> Manifest | None:

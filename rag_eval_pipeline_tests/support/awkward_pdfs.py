@@ -157,46 +157,106 @@ def build(root: Path) -> AwkwardCorpus:
 # --- prose of our own ----------------------------------------------------------------------------------
 
 _SUBJECTS = [
-    "the harbour master", "the night pilot", "a tug from the north quay", "the crane crew", "Mira Okafor",
-    "the customs officer", "the old ferry", "a coaster from Varnholm", "the lock keeper", "the dock foreman",
-    "two deckhands", "the lighthouse keeper", "the cook of the dredger", "a boy with a fishing line",
-    "the signal clerk", "Anselm Dorrit", "the grain inspector", "the tally clerks", "the ferry captain",
+    "the harbour master",
+    "the night pilot",
+    "a tug from the north quay",
+    "the crane crew",
+    "Mira Okafor",
+    "the customs officer",
+    "the old ferry",
+    "a coaster from Varnholm",
+    "the lock keeper",
+    "the dock foreman",
+    "two deckhands",
+    "the lighthouse keeper",
+    "the cook of the dredger",
+    "a boy with a fishing line",
+    "the signal clerk",
+    "Anselm Dorrit",
+    "the grain inspector",
+    "the tally clerks",
+    "the ferry captain",
     "a grey gull",
 ]
 _ACTIONS = [
-    "checked the mooring lines", "waited for the tide", "wrote the arrival in the ledger", "called the pilot boat",
-    "painted the bollards", "counted the empty pallets", "mended the rope fender", "signalled the ferry",
-    "swept the cobbles", "rang the fog bell", "lit the lamps", "unloaded sacks of salt", "watched the barometer",
-    "carried the mail to the office", "tightened the crane cable", "read the weather report aloud",
-    "stacked the lobster pots", "argued about the harbour fees", "measured the depth of the channel",
+    "checked the mooring lines",
+    "waited for the tide",
+    "wrote the arrival in the ledger",
+    "called the pilot boat",
+    "painted the bollards",
+    "counted the empty pallets",
+    "mended the rope fender",
+    "signalled the ferry",
+    "swept the cobbles",
+    "rang the fog bell",
+    "lit the lamps",
+    "unloaded sacks of salt",
+    "watched the barometer",
+    "carried the mail to the office",
+    "tightened the crane cable",
+    "read the weather report aloud",
+    "stacked the lobster pots",
+    "argued about the harbour fees",
+    "measured the depth of the channel",
     "raised the storm flag",
 ]
 _PLACES = [
-    "at berth {n}", "beside the grain silo", "on the east mole", "under the signal mast", "near the fish market",
-    "by the dry dock", "along the timber wharf", "outside the customs house", "at the end of the breakwater",
-    "in the lee of the warehouse", "on the ferry ramp", "below the lighthouse",
+    "at berth {n}",
+    "beside the grain silo",
+    "on the east mole",
+    "under the signal mast",
+    "near the fish market",
+    "by the dry dock",
+    "along the timber wharf",
+    "outside the customs house",
+    "at the end of the breakwater",
+    "in the lee of the warehouse",
+    "on the ferry ramp",
+    "below the lighthouse",
 ]
 _TIMES = [
-    "before dawn", "after the second bell", "in the grey afternoon", "while the fog lifted", "as the tide turned",
-    "just after midnight", "during the long shift", "before the storm came", "on the first day of spring",
+    "before dawn",
+    "after the second bell",
+    "in the grey afternoon",
+    "while the fog lifted",
+    "as the tide turned",
+    "just after midnight",
+    "during the long shift",
+    "before the storm came",
+    "on the first day of spring",
     "when the ferry was late",
 ]
 
 _PARTIES = [
-    "the licensee", "the Port of Keller", "each party", "a data user", "the data office", "the publisher",
-    "any person who receives the readings", "the sensor operator",
+    "the licensee",
+    "the Port of Keller",
+    "each party",
+    "a data user",
+    "the data office",
+    "the publisher",
+    "any person who receives the readings",
+    "the sensor operator",
 ]
 _DUTIES = [
-    "may copy and share the sensor readings", "shall name the Quay Sensor Network as the source",
-    "must not sell the raw readings on their own", "may publish adapted readings",
-    "shall keep a record of every adaptation", "must not suggest that the port endorses the use",
-    "may combine the readings with other data", "shall remove personal data before sharing",
-    "must pass these terms on with every copy", "may stop sharing at any time",
+    "may copy and share the sensor readings",
+    "shall name the Quay Sensor Network as the source",
+    "must not sell the raw readings on their own",
+    "may publish adapted readings",
+    "shall keep a record of every adaptation",
+    "must not suggest that the port endorses the use",
+    "may combine the readings with other data",
+    "shall remove personal data before sharing",
+    "must pass these terms on with every copy",
+    "may stop sharing at any time",
 ]
 _CONDITIONS = [
-    "provided that these terms are kept", "unless the data office agrees in writing",
-    "for as long as this licence lasts", "in any medium or format", "within thirty days of a request",
-    "to the extent the law allows", "without any further permission",
+    "provided that these terms are kept",
+    "unless the data office agrees in writing",
+    "for as long as this licence lasts",
+    "in any medium or format",
+    "within thirty days of a request",
+    "to the extent the law allows",
+    "without any further permission",
 ]
 
 
@@ -299,7 +359,8 @@ def _wrap(pdf: FPDF, text: str, width: float, hyphenate: bool = False) -> tuple[
 
 # Where our long words may break, as a typesetter would break them; other words are never broken.
 _HYPHENATION = {
-    word.replace("-", ""): word for word in (
+    word.replace("-", ""): word
+    for word in (
         "light-house break-water har-bour bol-lards of-fi-cer moor-ing dredg-er chan-nel cus-toms weath-er "
         "tight-ened mid-night ar-ri-val deck-hands ba-rom-e-ter in-spec-tor ware-house sig-nalled lob-ster "
         "af-ter-noon mea-sured pal-lets fish-ing mar-ket tim-ber fore-man cap-tain sig-nal coast-er keep-er "
@@ -327,7 +388,7 @@ def _body_pages(pdf: FPDF, rng: random.Random, pages: int, lines_per_page: int) 
     lines: list = []
     while len(lines) < pages * lines_per_page:
         lines += _paragraph_lines(pdf, _sentences(rng, rng.randint(3, 6)))
-    return [lines[i * lines_per_page:(i + 1) * lines_per_page] for i in range(pages)]
+    return [lines[i * lines_per_page : (i + 1) * lines_per_page] for i in range(pages)]
 
 
 # --- documents with page furniture ----------------------------------------------------------------------
@@ -340,8 +401,11 @@ def _chronicle(path: Path) -> None:
     bodies = _body_pages(pdf, rng, CHRONICLE_PAGES, 34)
     # The title quoted in a sentence of the body stays: only the line standing alone is furniture.
     bodies[4][12] = f"Everyone in Keller read {CHRONICLE_TITLE} on the evening ferry."
-    bodies[0][:4] = ["A. K. Marlow", "This chronicle was set and printed by the Quayside Press for the harbour",
-                     "library at Keller Point. Ask for new editions at the ferry office."]
+    bodies[0][:4] = [
+        "A. K. Marlow",
+        "This chronicle was set and printed by the Quayside Press for the harbour",
+        "library at Keller Point. Ask for new editions at the ferry office.",
+    ]
     for number, body in enumerate(bodies, start=1):
         top = [CHRONICLE_TITLE] + ([f"{number} of {CHRONICLE_PAGES}"] if number > 1 else [])
         bottom = [BROUGHT_BY, WATERMARK] if number in WATERMARK_PAGES else []
@@ -354,18 +418,62 @@ def _word_lists(path: Path) -> None:
     a one-word line ends a third of the pages."""
     pdf = _new_pdf()  # no /Title: the title is read from the first page, where the header must not win
     rng = random.Random(2)
-    onsets = ["b", "c", "d", "f", "g", "h", "j", "l", "m", "n", "p", "r", "s", "t", "v", "w", "bl", "br", "cl",
-              "cr", "dr", "fl", "fr", "gl", "gr", "pl", "pr", "sl", "sn", "sp", "st", "tr", "sh", "ch", "th", "wh"]
-    rimes = {"a_e": ["ake", "ale", "ame", "ane", "ape", "ate", "ave", "ace", "ade", "age"],
-             "i_e": ["ike", "ile", "ime", "ine", "ipe", "ite", "ive", "ide", "ice", "ife"],
-             "o_e": ["oke", "ole", "ome", "one", "ope", "ote", "ove", "ode", "obe", "ose"],
-             "u_e": ["ule", "une", "ute", "ube", "use", "uke", "ude", "uce"]}
+    onsets = [
+        "b",
+        "c",
+        "d",
+        "f",
+        "g",
+        "h",
+        "j",
+        "l",
+        "m",
+        "n",
+        "p",
+        "r",
+        "s",
+        "t",
+        "v",
+        "w",
+        "bl",
+        "br",
+        "cl",
+        "cr",
+        "dr",
+        "fl",
+        "fr",
+        "gl",
+        "gr",
+        "pl",
+        "pr",
+        "sl",
+        "sn",
+        "sp",
+        "st",
+        "tr",
+        "sh",
+        "ch",
+        "th",
+        "wh",
+    ]
+    rimes = {
+        "a_e": ["ake", "ale", "ame", "ane", "ape", "ate", "ave", "ace", "ade", "age"],
+        "i_e": ["ike", "ile", "ime", "ine", "ipe", "ite", "ive", "ide", "ice", "ife"],
+        "o_e": ["oke", "ole", "ome", "one", "ope", "ote", "ove", "ode", "obe", "ose"],
+        "u_e": ["ule", "une", "ute", "ube", "use", "uke", "ude", "uce"],
+    }
     seen: set[str] = set()
-    lines: list = [Styled("Silent E Drills"),
-                   *_paragraph_lines(pdf, [
-                       "These lists help a reader hear how a silent e at the end of a word makes the vowel say its name.",
-                       "Read each line aloud, then cover it and spell three of its words from memory.",
-                       "Some words on the lists are made up on purpose: a reader who can sound them out has learnt the rule."])]
+    lines: list = [
+        Styled("Silent E Drills"),
+        *_paragraph_lines(
+            pdf,
+            [
+                "These lists help a reader hear how a silent e at the end of a word makes the vowel say its name.",
+                "Read each line aloud, then cover it and spell three of its words from memory.",
+                "Some words on the lists are made up on purpose: a reader who can sound them out has learnt the rule.",
+            ],
+        ),
+    ]
     while len(lines) < WORD_LISTS_PAGES * 30:
         for pattern, endings in rimes.items():
             lines.append(Styled(f"Words with {pattern}", size=11))
@@ -375,7 +483,7 @@ def _word_lists(path: Path) -> None:
                     seen.add(words)
                     lines.append(words)
     for number in range(1, WORD_LISTS_PAGES + 1):
-        body = lines[(number - 1) * 30:number * 30]
+        body = lines[(number - 1) * 30 : number * 30]
         if number in WORD_LISTS_REVIEW_PAGES:
             body.append(Styled("Review", size=11))  # one word at the page's foot, on too few pages to be furniture
         _page(pdf, [WORD_LISTS_HEADER.format(n=number), WORD_LISTS_CREDIT, WORD_LISTS_CREDIT_END], body, [])
@@ -388,9 +496,12 @@ def _article(path: Path) -> None:
     pdf = _new_pdf()
     rng = random.Random(3)
     bodies = _body_pages(pdf, rng, ARTICLE_PAGES, 36)
-    bodies[0][:5] = [Styled("The Commons of the Quay", size=16), "Ilse Brandvold",
-                     "A shared quay has no technical fix; it asks for an extension of the harbour's rules.",
-                     "Every captain gains by mooring a little longer, and the quay as a whole loses."]
+    bodies[0][:5] = [
+        Styled("The Commons of the Quay", size=16),
+        "Ilse Brandvold",
+        "A shared quay has no technical fix; it asks for an extension of the harbour's rules.",
+        "Every captain gains by mooring a little longer, and the quay as a whole loses.",
+    ]
     for number, body in enumerate(bodies, start=1):
         pdf.add_page()
         y = MARGIN
@@ -413,15 +524,16 @@ def _agreement(path: Path) -> None:
     pdf = _new_pdf()
     rng = random.Random(4)
     lines: list = [Styled("Open Data Licence for Harbour Sensor Readings", size=14)]
-    for section, name in enumerate(["Definitions", "Scope", "Conditions", "Sharing", "Term and ending",
-                                    "Disclaimer", "Other terms"], start=1):
+    for section, name in enumerate(
+        ["Definitions", "Scope", "Conditions", "Sharing", "Term and ending", "Disclaimer", "Other terms"], start=1
+    ):
         lines.append(Styled(f"Section {section} {name}", size=11))
         for letter in "abcde":
             lines += _paragraph_lines(pdf, [f"{letter}. " + " ".join(_legal_sentences(rng, rng.randint(2, 4)))])
     per_page = -(-len(lines) // AGREEMENT_PAGES)
     for number in range(1, AGREEMENT_PAGES + 1):
         header = [AGREEMENT_HEADER, AGREEMENT_SUBHEADER, f"Page {number} of {AGREEMENT_PAGES}"]
-        _page(pdf, header, lines[(number - 1) * per_page:number * per_page], [])
+        _page(pdf, header, lines[(number - 1) * per_page : number * per_page], [])
     pdf.output(str(path))
 
 
@@ -430,13 +542,22 @@ def _style_guide(path: Path) -> None:
     pdf = _new_pdf(STYLE_GUIDE_TITLE)
     rng = random.Random(5)
     bodies = _body_pages(pdf, rng, STYLE_GUIDE_PAGES, 32)
-    bodies[0][:4] = [Styled(STYLE_GUIDE_TITLE, size=16), "By the editors of Halcyon Freight",
-                     "This guide is our own and may be copied freely inside the company."]
-    for page, chapter, name in ((2, 1, "Why plain words matter"), (4, 2, "Numbers and dates"),
-                                (7, 3, "Names of ships and places")):
+    bodies[0][:4] = [
+        Styled(STYLE_GUIDE_TITLE, size=16),
+        "By the editors of Halcyon Freight",
+        "This guide is our own and may be copied freely inside the company.",
+    ]
+    for page, chapter, name in (
+        (2, 1, "Why plain words matter"),
+        (4, 2, "Numbers and dates"),
+        (7, 3, "Names of ships and places"),
+    ):
         bodies[page - 1][:2] = [Styled(f"Chapter {chapter}", size=14), Styled(name, size=12)]
-    bodies[5][15:18] = ["How many berths does the north quay have in the worked example?", "42",
-                        "The answer stands on a line of its own, as a reader would write it."]
+    bodies[5][15:18] = [
+        "How many berths does the north quay have in the worked example?",
+        "42",
+        "The answer stands on a line of its own, as a reader would write it.",
+    ]
     for number, body in enumerate(bodies, start=1):
         _page(pdf, [str(number)], body, [])
     pdf.output(str(path))
@@ -447,19 +568,31 @@ def _annual_report(path: Path) -> None:
     pdf = _new_pdf()
     rng = random.Random(6)
     front = [
-        [Styled("Annual Report of the Port of Keller", size=18), "for the year 2024",
-         "Published by the Port of Keller Authority"],
-        [Styled("Contents", size=14), "Foreword by the harbour board", "Summary of the year",
-         "Traffic and tonnage", "Works on the quays", "Accounts"],
+        [
+            Styled("Annual Report of the Port of Keller", size=18),
+            "for the year 2024",
+            "Published by the Port of Keller Authority",
+        ],
+        [
+            Styled("Contents", size=14),
+            "Foreword by the harbour board",
+            "Summary of the year",
+            "Traffic and tonnage",
+            "Works on the quays",
+            "Accounts",
+        ],
         [Styled("Foreword", size=14), *_paragraph_lines(pdf, _sentences(rng, 8))],
         [Styled("Summary of the year", size=14), *_paragraph_lines(pdf, _sentences(rng, 10))],
     ]
     for numeral, body in zip(REPORT_FRONT_MATTER, front):
         _page(pdf, [], body, [numeral])
     bodies = _body_pages(pdf, rng, REPORT_BODY_PAGES, 30)
-    bodies[1][8:8 + len(TRAFFIC_TABLE) + 3] = [
-        "The table gives the traffic of the last three years.", Styled("Traffic by kind", size=11),
-        *TRAFFIC_TABLE, "Container traffic grew for the third year running."]
+    bodies[1][8 : 8 + len(TRAFFIC_TABLE) + 3] = [
+        "The table gives the traffic of the last three years.",
+        Styled("Traffic by kind", size=11),
+        *TRAFFIC_TABLE,
+        "Container traffic grew for the third year running.",
+    ]
     for number, body in enumerate(bodies, start=1):
         _page(pdf, [REPORT_HEADER], body, [f"- {number} -"])
     pdf.output(str(path))
@@ -512,14 +645,20 @@ def _two_columns(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
         pdf.add_page()
         y = MARGIN
         if number == 1:
-            for line in [Styled("Tidal Scheduling at Small Ports", size=16), "Ilse Brandvold",
-                         "3 January 2026", Styled("Abstract", size=11),
-                         "This note compares how six small ports plan their berths around the tide."]:
+            for line in [
+                Styled("Tidal Scheduling at Small Ports", size=16),
+                "Ilse Brandvold",
+                "3 January 2026",
+                Styled("Abstract", size=11),
+                "This note compares how six small ports plan their berths around the tide.",
+            ]:
                 _write_line(pdf, MARGIN, y, line)
                 y += LEADING + 1
         if number == 3:
-            for line in [Styled("Table 1: Ports of the northern sea", size=11),
-                         Styled("Port Tonnage Area Harbour town Languages", "", 10)]:
+            for line in [
+                Styled("Table 1: Ports of the northern sea", size=11),
+                Styled("Port Tonnage Area Harbour town Languages", "", 10),
+            ]:
                 _write_line(pdf, MARGIN, y, line)
                 y += LEADING
             for row in PORT_TABLE:
@@ -549,6 +688,7 @@ def _two_columns(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
 def _visual_order(line: str) -> str:
     """A right-to-left line as a word processor draws it, left to right: runs in reverse order, and the
     characters of each right-to-left run reversed; a left-to-right run ("Python") keeps its own order."""
+
     def rtl(word: str) -> bool:
         return any("\u0590" <= ch <= "\u08ff" for ch in word)
 
@@ -571,8 +711,12 @@ def _right_to_left(path: Path, font: Path) -> None:
     pdf.text(MARGIN, MARGIN, "Port rules in Arabic and Hebrew")
     pdf.set_font("quayside", size=12)
     y = MARGIN + 2 * LEADING
-    paragraphs = [" ".join(ARABIC_SENTENCES[:5]), " ".join(ARABIC_SENTENCES[5:]), " ".join(HEBREW_SENTENCES),
-                  MIXED_DIRECTION_LINE]
+    paragraphs = [
+        " ".join(ARABIC_SENTENCES[:5]),
+        " ".join(ARABIC_SENTENCES[5:]),
+        " ".join(HEBREW_SENTENCES),
+        MIXED_DIRECTION_LINE,
+    ]
     for paragraph in paragraphs:
         for line in _wrap(pdf, paragraph, width)[0]:
             drawn = _visual_order(line)
@@ -586,12 +730,21 @@ def _code_and_formula(path: Path) -> None:
     pdf = _new_pdf("Computing Berth Fees")
     rng = random.Random(10)
     pages = [
-        [Styled("Computing Berth Fees in JavaScript", size=15), *_paragraph_lines(pdf, _sentences(rng, 9)),
-         "The fee is computed by the function of Listing 1:", Styled("Listing 1: Berth fee in JavaScript", "I", 10),
-         *[Styled(line, "", 10, "courier") for line in CODE_LISTING], *_paragraph_lines(pdf, _sentences(rng, 8))],
-        [Styled("Formula", size=15), *_paragraph_lines(pdf, _sentences(rng, 8)),
-         "For a tonnage t, a rate r and a stay of h hours:", *[Styled(line, "", 11, "courier") for line in FORMULA_LINES],
-         *_paragraph_lines(pdf, _sentences(rng, 8))],
+        [
+            Styled("Computing Berth Fees in JavaScript", size=15),
+            *_paragraph_lines(pdf, _sentences(rng, 9)),
+            "The fee is computed by the function of Listing 1:",
+            Styled("Listing 1: Berth fee in JavaScript", "I", 10),
+            *[Styled(line, "", 10, "courier") for line in CODE_LISTING],
+            *_paragraph_lines(pdf, _sentences(rng, 8)),
+        ],
+        [
+            Styled("Formula", size=15),
+            *_paragraph_lines(pdf, _sentences(rng, 8)),
+            "For a tonnage t, a rate r and a stay of h hours:",
+            *[Styled(line, "", 11, "courier") for line in FORMULA_LINES],
+            *_paragraph_lines(pdf, _sentences(rng, 8)),
+        ],
     ]
     for body in pages:
         _page(pdf, [], body, [])
@@ -659,8 +812,9 @@ def _bad_files(corpus: AwkwardCorpus) -> None:
     (bad / "latin1.txt").write_bytes("Caf\u00e9 receipts are kept for ten years.".encode("latin-1"))
     scan = _new_pdf("A scanned page")
     scan.add_page()
-    scan.image(_scanned_image(["Harbour Office", "Receipt for berth 14", "Paid in full on 3 May 2024"]),
-               x=0, y=0, w=PAGE_WIDTH)
+    scan.image(
+        _scanned_image(["Harbour Office", "Receipt for berth 14", "Paid in full on 3 May 2024"]), x=0, y=0, w=PAGE_WIDTH
+    )
     scan.output(str(bad / "scan.pdf"))
     (bad / "slides.pptx").write_bytes(_slides())
 
@@ -669,12 +823,12 @@ def _slides() -> bytes:
     """A small PowerPoint package (a zip of XML parts): a format ingestion does not read."""
     parts = {
         "[Content_Types].xml": '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
-                               'content-types"><Override PartName="/ppt/presentation.xml" ContentType="application/'
-                               'vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"/></Types>',
+        'content-types"><Override PartName="/ppt/presentation.xml" ContentType="application/'
+        'vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"/></Types>',
         "ppt/presentation.xml": '<?xml version="1.0"?><p:presentation xmlns:p="http://schemas.openxmlformats.org/'
-                                'presentationml/2006/main"/>',
+        'presentationml/2006/main"/>',
         "ppt/slides/slide1.xml": '<?xml version="1.0"?><p:sld xmlns:p="http://schemas.openxmlformats.org/'
-                                 'presentationml/2006/main"><p:txBody>Quay safety briefing</p:txBody></p:sld>',
+        'presentationml/2006/main"><p:txBody>Quay safety briefing</p:txBody></p:sld>',
     }
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

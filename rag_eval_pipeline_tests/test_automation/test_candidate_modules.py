@@ -7,7 +7,12 @@ import pytest
 
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.sensors import build_candidate_commit_sensor
-from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec, allowed_entry_modules, check_entry_allowed
+from rag_eval_pipeline.evaluation.candidates import (
+    CandidateError,
+    CandidateSpec,
+    allowed_entry_modules,
+    check_entry_allowed,
+)
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.versions import publish
 from rag_eval_pipeline.core.warehouse import Warehouse
@@ -44,20 +49,27 @@ def test_unset_allows_no_module_entries_only_the_reference(tmp_path, monkeypatch
     monkeypatch.delenv(VARIABLE, raising=False)
 
     assert allowed_entry_modules() == ()
-    assert inbox.parse_manifest(_manifest(tmp_path, "r.json", "reference"), {"acme"}).candidate == CandidateSpec("reference")
-    with pytest.raises(inbox.ManifestError, match=rf"m.json: entry 'os:system' is not in an allowed package.*{VARIABLE}"):
+    assert inbox.parse_manifest(_manifest(tmp_path, "r.json", "reference"), {"acme"}).candidate == CandidateSpec(
+        "reference"
+    )
+    with pytest.raises(
+        inbox.ManifestError, match=rf"m.json: entry 'os:system' is not in an allowed package.*{VARIABLE}"
+    ):
         inbox.parse_manifest(_manifest(tmp_path, "m.json", "os:system"), {"acme"})
 
 
-@pytest.mark.parametrize("entry, allowed", [
-    ("my_rag:answer", True),
-    ("my_rag.pipeline:answer", True),
-    ("team.rag.v2:answer", True),
-    ("my_ragx:answer", False),  # a prefix is a whole package name, not the start of one
-    ("team:answer", False),  # the parent of an allowed package is not allowed
-    ("team.other:answer", False),
-    ("subprocess:run", False),
-])
+@pytest.mark.parametrize(
+    "entry, allowed",
+    [
+        ("my_rag:answer", True),
+        ("my_rag.pipeline:answer", True),
+        ("team.rag.v2:answer", True),
+        ("my_ragx:answer", False),  # a prefix is a whole package name, not the start of one
+        ("team:answer", False),  # the parent of an allowed package is not allowed
+        ("team.other:answer", False),
+        ("subprocess:run", False),
+    ],
+)
 def test_entries_are_checked_by_whole_package_prefix(tmp_path, monkeypatch, entry, allowed):
     monkeypatch.setenv(VARIABLE, " my_rag , team.rag ,")
     path = _manifest(tmp_path, "m.json", entry)

@@ -72,20 +72,23 @@ def _manifest(folder, name, **fields):
     return folder / name
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"commit": "abcdef1", "entry": "reference"}, "missing field(s) tenant"),
-    ({"tenant": "ghost", "commit": "abcdef1", "entry": "reference"}, "unknown tenant 'ghost'"),
-    ({"tenant": "acme", "commit": "not-a-sha", "entry": "reference"}, "invalid commit 'not-a-sha'"),
-    ({"tenant": "acme", "commit": "abcdef1"}, "exactly one of 'entry' or 'outputs' (got neither)"),
-    ({"tenant": "acme", "commit": "abcdef1", "entry": "reference", "outputs": "o.jsonl"}, "(got entry, outputs)"),
-    ({"tenant": "acme", "commit": "abcdef1", "entry": "no colon"}, "invalid entry 'no colon'"),
-    ({"tenant": "acme", "commit": "abcdef1", "outputs": "missing.jsonl"}, "does not exist"),
-    ({"tenant": "acme", "commit": "abcdef1", "outputs": "answers.csv"}, "expected a path to a .jsonl file"),
-    ({"entry": "reference"}, "missing field(s) tenant, commit"),
-    ({"tenant": "acme", "commit": "abcdef1", "entry": 5}, "invalid entry 5: input should be a valid string"),
-    ({"tenant": "Acme!", "commit": "xyz", "entry": "reference"}, "invalid tenant name 'Acme!'"),
-    ({"tenant": "acme", "commit": "abcdef1", "entry": "reference.jsonl"}, "invalid entry 'reference.jsonl'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"commit": "abcdef1", "entry": "reference"}, "missing field(s) tenant"),
+        ({"tenant": "ghost", "commit": "abcdef1", "entry": "reference"}, "unknown tenant 'ghost'"),
+        ({"tenant": "acme", "commit": "not-a-sha", "entry": "reference"}, "invalid commit 'not-a-sha'"),
+        ({"tenant": "acme", "commit": "abcdef1"}, "exactly one of 'entry' or 'outputs' (got neither)"),
+        ({"tenant": "acme", "commit": "abcdef1", "entry": "reference", "outputs": "o.jsonl"}, "(got entry, outputs)"),
+        ({"tenant": "acme", "commit": "abcdef1", "entry": "no colon"}, "invalid entry 'no colon'"),
+        ({"tenant": "acme", "commit": "abcdef1", "outputs": "missing.jsonl"}, "does not exist"),
+        ({"tenant": "acme", "commit": "abcdef1", "outputs": "answers.csv"}, "expected a path to a .jsonl file"),
+        ({"entry": "reference"}, "missing field(s) tenant, commit"),
+        ({"tenant": "acme", "commit": "abcdef1", "entry": 5}, "invalid entry 5: input should be a valid string"),
+        ({"tenant": "Acme!", "commit": "xyz", "entry": "reference"}, "invalid tenant name 'Acme!'"),
+        ({"tenant": "acme", "commit": "abcdef1", "entry": "reference.jsonl"}, "invalid entry 'reference.jsonl'"),
+    ],
+)
 def test_manifest_errors_name_file_and_reason(tmp_path, fields, message):
     path = _manifest(tmp_path, "m.json", **fields)
     with pytest.raises(inbox.ManifestError) as error:
@@ -100,17 +103,23 @@ def test_malformed_json_and_good_manifests(tmp_path, monkeypatch):
     with pytest.raises(inbox.ManifestError, match="bad.json: malformed JSON"):
         inbox.parse_manifest(tmp_path / "bad.json", {"acme"})
     (tmp_path / "out.jsonl").write_text("")
-    good = inbox.parse_manifest(_manifest(tmp_path, "o.json", tenant="acme", commit="abcdef1", outputs="out.jsonl"), {"acme"})
+    good = inbox.parse_manifest(
+        _manifest(tmp_path, "o.json", tenant="acme", commit="abcdef1", outputs="out.jsonl"), {"acme"}
+    )
     assert good.candidate == CandidateSpec("outputs_file", str((tmp_path / "out.jsonl").resolve()))
     assert good.run_key == "acme:abcdef1"
-    entry = inbox.parse_manifest(_manifest(tmp_path, "e.json", tenant="acme", commit="abcdef1", entry="pkg.mod:fn"), {"acme"})
+    entry = inbox.parse_manifest(
+        _manifest(tmp_path, "e.json", tenant="acme", commit="abcdef1", entry="pkg.mod:fn"), {"acme"}
+    )
     assert entry.candidate == CandidateSpec("entry_point", "pkg.mod:fn")
 
 
 def git(repo, *args):
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
 
 
@@ -178,5 +187,7 @@ def test_a_manifest_or_its_outputs_file_that_is_a_link_is_refused(tmp_path):
         inbox.parse_manifest(path, {"acme"})
 
     (manifests / "own.jsonl").write_text(outputs)  # the same records in a file of its own: accepted
-    own = inbox.parse_manifest(_manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs="own.jsonl"), {"acme"})
+    own = inbox.parse_manifest(
+        _manifest(manifests, "m.json", tenant="acme", commit="abcdef1", outputs="own.jsonl"), {"acme"}
+    )
     assert own.candidate == CandidateSpec("outputs_file", str((manifests / "own.jsonl").resolve()))

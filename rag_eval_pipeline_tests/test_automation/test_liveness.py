@@ -23,8 +23,13 @@ def _sleeper() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 
 
-def _run(executor: Executor | None, heartbeat_age_s: float | None = 5.0, status: str = "STARTED",
-         running_for_s: float = 60.0, **tags: str) -> RunState:
+def _run(
+    executor: Executor | None,
+    heartbeat_age_s: float | None = 5.0,
+    status: str = "STARTED",
+    running_for_s: float = 60.0,
+    **tags: str,
+) -> RunState:
     heartbeat = None if heartbeat_age_s is None else NOW - heartbeat_age_s
     return RunState("r1", status, NOW - running_for_s, {**(executor.tags() if executor else {}), **tags}, heartbeat)
 
@@ -66,9 +71,13 @@ def test_a_pid_given_to_another_process_is_not_the_run(sleeper):
 
 
 def test_this_machine_is_the_same_for_another_process_here():
-    other = subprocess.run([sys.executable, "-c", "from rag_eval_pipeline.automation import liveness; "
-                            "print(liveness.this_machine())"], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    other = subprocess.run(
+        [sys.executable, "-c", "from rag_eval_pipeline.automation import liveness; print(liveness.this_machine())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert other.stdout.strip() == HERE
 
 
@@ -77,8 +86,9 @@ def test_a_run_elsewhere_is_judged_by_its_heartbeat_only(sleeper):
     fresh = judge(_run(elsewhere, heartbeat_age_s=STALE_S - 1), HERE, NOW, STALE_S)
     stale = judge(_run(elsewhere, heartbeat_age_s=STALE_S + 1), HERE, NOW, STALE_S)
     assert not fresh.dead and fresh.reason.endswith("beat 299 s ago")
-    assert stale.dead and stale.reason == (f"no heartbeat from its process (pid {sleeper.pid} on host h1) for 301 s "
-                                           f"(the limit is 300 s)")
+    assert stale.dead and stale.reason == (
+        f"no heartbeat from its process (pid {sleeper.pid} on host h1) for 301 s (the limit is 300 s)"
+    )
 
 
 def test_a_process_that_beats_slowly_is_judged_by_its_own_longer_limit():

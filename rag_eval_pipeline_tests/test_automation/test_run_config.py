@@ -24,15 +24,22 @@ EVERYTHING = dict(
 @pytest.fixture(scope="module")
 def definitions(tmp_path_factory):
     roots = tmp_path_factory.mktemp("documents"), tmp_path_factory.mktemp("warehouse")
-    return Definitions(assets=ALL_ASSETS, jobs=[full_pipeline_job, synthesis_job, audit_job],
-                       resources=local_resources(*roots), executor=in_process_executor)
+    return Definitions(
+        assets=ALL_ASSETS,
+        jobs=[full_pipeline_job, synthesis_job, audit_job],
+        resources=local_resources(*roots),
+        executor=in_process_executor,
+    )
 
 
-@pytest.mark.parametrize("job, ops", [
-    ("full_pipeline", {"document_chunks", "synthetic_qa", "golden_set", "candidate_outputs", "regression_report"}),
-    ("synthesis", {"document_chunks", "synthetic_qa", "golden_set"}),
-    ("audit", {"candidate_outputs", "regression_report"}),
-])
+@pytest.mark.parametrize(
+    "job, ops",
+    [
+        ("full_pipeline", {"document_chunks", "synthetic_qa", "golden_set", "candidate_outputs", "regression_report"}),
+        ("synthesis", {"document_chunks", "synthetic_qa", "golden_set"}),
+        ("audit", {"candidate_outputs", "regression_report"}),
+    ],
+)
 def test_each_job_gets_only_its_own_ops_and_dagster_accepts_the_config(definitions, job, ops):
     config = lineage_run_config(job, **EVERYTHING).to_config_dict()
 
@@ -43,7 +50,9 @@ def test_each_job_gets_only_its_own_ops_and_dagster_accepts_the_config(definitio
 def test_the_values_reach_their_ops():
     config = lineage_run_config("full_pipeline", **EVERYTHING).to_config_dict()
 
-    assert config["ops"]["candidate_outputs"]["config"]["candidate"] == "rag_eval_pipeline_tests.candidates:no_retrieval"
+    assert (
+        config["ops"]["candidate_outputs"]["config"]["candidate"] == "rag_eval_pipeline_tests.candidates:no_retrieval"
+    )
     assert config["ops"]["candidate_outputs"]["config"]["commit"] == "abc1234"
     report = config["ops"]["regression_report"]["config"]
     assert (report["tolerance"], report["branch"], report["promote_to_baseline"]) == (0.1, "main", True)
@@ -60,10 +69,13 @@ def test_defaults_audit_the_reference_and_leave_synthesis_unconfigured():
     assert lineage_run_config("synthesis").to_config_dict()["ops"] == {}
 
 
-@pytest.mark.parametrize("job, commit, message", [
-    ("nightly", "abc1234", "unknown job 'nightly': expected one of full_pipeline, synthesis, audit"),
-    ("audit", "two words", "invalid commit 'two words'"),
-])
+@pytest.mark.parametrize(
+    "job, commit, message",
+    [
+        ("nightly", "abc1234", "unknown job 'nightly': expected one of full_pipeline, synthesis, audit"),
+        ("audit", "two words", "invalid commit 'two words'"),
+    ],
+)
 def test_bad_input_is_one_line(job, commit, message):
     with pytest.raises(ValueError, match=message):
         lineage_run_config(job, commit=commit)

@@ -41,7 +41,10 @@ JOB_NAME = "synthesis"
 LOCATION_NAME = "rag_eval_pipeline"
 
 # Loading the code location snapshots our schedules, and Dagster itself reads a deprecated property there.
-pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore:Property `ScheduleDefinition.environment_vars` is deprecated")]
+pytestmark = [
+    pytest.mark.dagster,
+    pytest.mark.filterwarnings("ignore:Property `ScheduleDefinition.environment_vars` is deprecated"),
+]
 
 
 class RecordingRunLauncher(RunLauncher, ConfigurableClass):

@@ -26,5 +26,6 @@ def test_sensor_request_runs_the_synthesis_job(roots, instance):
     golden = Warehouse(roots[1]).read(tenant, version, "golden_set")
     assert len(golden) > 0
     assert sorted(Warehouse(roots[1]).read(tenant, version, "raw_documents")["path"]) == [
-        "incident-response-runbook.md", "routewise-api-spec.md"
+        "incident-response-runbook.md",
+        "routewise-api-spec.md",
     ]

@@ -175,14 +175,19 @@ def test_good_manifest_runs_on_the_current_golden_version(tmp_path, golden, inst
     (request,) = data.run_requests
     assert request.partition_key == partition_key("acme", "v2")
     assert request.run_key == "acme:abc1234" and request.tags["rag_eval/commit"] == "abc1234"
-    assert _op_config(request, "candidate_outputs", "candidate", "commit") == {"candidate": "reference", "commit": "abc1234"}
+    assert _op_config(request, "candidate_outputs", "candidate", "commit") == {
+        "candidate": "reference",
+        "commit": "abc1234",
+    }
     assert _op_config(request, "regression_report", "branch") == {"branch": ""}  # no branch: never promoted
     assert tick(sensor, instance, defs, data.cursor).run_requests == []  # handled once
 
 
 def test_a_manifest_branch_reaches_the_report(tmp_path, golden, instance):
     sensor, defs = _candidates(tmp_path, golden)
-    _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference", "branch": "main"}))
+    _write(
+        tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference", "branch": "main"})
+    )
     (request,) = tick(sensor, instance, defs).run_requests
     assert _op_config(request, "regression_report", "branch") == {"branch": "main"}
     assert request.tags["rag_eval/branch"] == "main"
@@ -208,7 +213,9 @@ def test_bad_manifests_are_skipped_with_reasons(tmp_path, golden, instance):
 def test_following_a_git_branch(tmp_path, golden, instance):
     repo = tmp_path / "repo"
     head = make_repo(repo)
-    sensor, defs = _candidates(tmp_path, golden, {"repo": str(repo), "branch": "main", "tenant": "acme", "entry": "reference"})
+    sensor, defs = _candidates(
+        tmp_path, golden, {"repo": str(repo), "branch": "main", "tenant": "acme", "entry": "reference"}
+    )
     first = tick(sensor, instance, defs)
     assert [r.tags["rag_eval/commit"] for r in first.run_requests] == [head]
     assert _op_config(first.run_requests[0], "regression_report", "branch") == {"branch": "main"}
@@ -221,7 +228,9 @@ def test_following_a_git_branch(tmp_path, golden, instance):
 
 def test_a_missing_branch_is_a_reason_not_a_crash(tmp_path, golden, instance):
     make_repo(tmp_path / "repo")
-    sensor, defs = _candidates(tmp_path, golden, {"repo": str(tmp_path / "repo"), "branch": "nope", "tenant": "acme", "entry": "reference"})
+    sensor, defs = _candidates(
+        tmp_path, golden, {"repo": str(tmp_path / "repo"), "branch": "nope", "tenant": "acme", "entry": "reference"}
+    )
     assert "branch 'nope' not found" in tick(sensor, instance, defs).skip_message
 
 
@@ -262,12 +271,16 @@ def test_the_followed_branch_is_the_one_that_sets_baselines_whatever_its_name(tm
     repo = tmp_path / "repo"
     make_repo(repo)
     subprocess.run(["git", "-C", str(repo), "branch", "-m", "trunk"], check=True, capture_output=True)
-    sensor, defs = _candidates(tmp_path, golden, {"repo": str(repo), "branch": "trunk", "tenant": "acme",
-                                                  "entry": "reference"})
-    _write(tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference",
-                                           "branch": "trunk"}))
+    sensor, defs = _candidates(
+        tmp_path, golden, {"repo": str(repo), "branch": "trunk", "tenant": "acme", "entry": "reference"}
+    )
+    _write(
+        tmp_path, "c.json", json.dumps({"tenant": "acme", "commit": "abc1234", "entry": "reference", "branch": "trunk"})
+    )
     requests = tick(sensor, instance, defs).run_requests
     assert len(requests) == 2
     for request in requests:
-        assert _op_config(request, "regression_report", "branch", "main_branch") == {"branch": "trunk",
-                                                                                     "main_branch": "trunk"}
+        assert _op_config(request, "regression_report", "branch", "main_branch") == {
+            "branch": "trunk",
+            "main_branch": "trunk",
+        }

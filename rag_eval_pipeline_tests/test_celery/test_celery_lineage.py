@@ -32,36 +32,52 @@ def _gate_on_workers(env: dict, tenant: str, folder) -> subprocess.Popen:
     """What a tenant's CI does: its first full pipeline (the baseline); then it answers the golden questions
     with its own (degraded) code, here, and gates those outputs: the workers never run the tenant's code."""
     questions, outputs = folder / f"{tenant}-golden.jsonl", folder / f"{tenant}-outputs.jsonl"
-    answer = (f"import json; from {DEGRADED.split(':')[0]} import {DEGRADED.split(':')[1]} as answer; "
-              f"rows = [json.loads(line) for line in open('{questions}')]; "
-              f"open('{outputs}', 'w').write(''.join(json.dumps(dict(qa_id=r['qa_id'], **answer(r['question'])))"
-              " + chr(10) for r in rows))")
-    script = " && ".join([
-        f"rag-eval register --tenant {tenant} --version v1",
-        f"rag-eval run --tenant {tenant} --version v1 --job full_pipeline --commit {tenant}-good",
-        f"rag-eval review export --tenant {tenant} --version v1 --out {questions}",
-        f"python -c \"{answer}\"",
-        f"(rag-eval gate --tenant {tenant} --version v1 --candidate {tenant}-bad --outputs {outputs}; echo gate-exit=$?)",
-    ])
-    return subprocess.Popen(["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=REPO_ROOT)
+    answer = (
+        f"import json; from {DEGRADED.split(':')[0]} import {DEGRADED.split(':')[1]} as answer; "
+        f"rows = [json.loads(line) for line in open('{questions}')]; "
+        f"open('{outputs}', 'w').write(''.join(json.dumps(dict(qa_id=r['qa_id'], **answer(r['question'])))"
+        " + chr(10) for r in rows))"
+    )
+    script = " && ".join(
+        [
+            f"rag-eval register --tenant {tenant} --version v1",
+            f"rag-eval run --tenant {tenant} --version v1 --job full_pipeline --commit {tenant}-good",
+            f"rag-eval review export --tenant {tenant} --version v1 --out {questions}",
+            f'python -c "{answer}"',
+            f"(rag-eval gate --tenant {tenant} --version v1 --candidate {tenant}-bad --outputs {outputs}; echo gate-exit=$?)",
+        ]
+    )
+    return subprocess.Popen(
+        ["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT
+    )
 
 
-def test_two_tenants_on_two_workers_match_the_in_process_run(tmp_path, monkeypatch, scratch_database_factory,
-                                                             object_store_server):
+def test_two_tenants_on_two_workers_match_the_in_process_run(
+    tmp_path, monkeypatch, scratch_database_factory, object_store_server
+):
     documents_root = tmp_path / "documents"
     _lay_out(documents_root)
     name = scratch_database_factory()
     upgrade(database_url(name))
     app_url = database_url(name, user=APP_ROLE)
-    common = {"RAG_EVAL_DOCUMENTS_ROOT": str(documents_root), "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests",
-              "RAG_EVAL_LARGE_TENANTS": "acme"}
+    common = {
+        "RAG_EVAL_DOCUMENTS_ROOT": str(documents_root),
+        "RAG_EVAL_CANDIDATE_MODULES": "rag_eval_pipeline_tests",
+        "RAG_EVAL_LARGE_TENANTS": "acme",
+    }
     nowhere = tmp_path / "no-local-warehouse"  # production mode must never write here
-    production = {**common, **production_variables(app_url, object_store_server, "celery"),
-                  "RAG_EVAL_WAREHOUSE": str(nowhere)}
+    production = {
+        **common,
+        **production_variables(app_url, object_store_server, "celery"),
+        "RAG_EVAL_WAREHOUSE": str(nowhere),
+    }
 
     with celery_cluster(tmp_path / "cluster", WORKERS, extra_env=production, code_locations=CODE) as cluster:
-        env = {**cluster.env, "DAGSTER_HOME": str(cluster.home("ci")), "PATH": f"{sys.prefix}/bin:{cluster.env['PATH']}"}
+        env = {
+            **cluster.env,
+            "DAGSTER_HOME": str(cluster.home("ci")),
+            "PATH": f"{sys.prefix}/bin:{cluster.env['PATH']}",
+        }
         pipelines = {tenant: _gate_on_workers(env, tenant, tmp_path) for tenant in TENANTS}  # both CIs at once
         outputs = {tenant: process.communicate(timeout=600) for tenant, process in pipelines.items()}
         worker_logs = {name: worker.log_text() for name, worker in cluster.workers.items()}

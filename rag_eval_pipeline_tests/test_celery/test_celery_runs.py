@@ -29,8 +29,9 @@ ELSEWHERE = "another-machine"  # a judge's machine where no pid of this one mean
 
 def _submit(cluster_dagster, tenant: str, run_config=queues.IN_PROCESS_RUN_CONFIG, **extra_tags: str) -> str:
     instance = cluster_dagster
-    return submit_run(instance, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags},
-                      run_config=run_config)
+    return submit_run(
+        instance, tenant, "v1", {**queues.run_tags(tenant, TIER_ENV), **extra_tags}, run_config=run_config
+    )
 
 
 def _interval(record) -> tuple[float, float]:
@@ -159,8 +160,9 @@ def _clear_when_dead(instance, tenant: str, timeout_s: float = 180.0):
     """What the dead-run sensor does each minute, judged from another machine, until it clears a run."""
     deadline = time.monotonic() + timeout_s
     while True:
-        cleared = clear_dead(instance, by="a judge on another machine", tenant=tenant, here=ELSEWHERE,
-                             stale_after_s=STALE_AFTER_S)
+        cleared = clear_dead(
+            instance, by="a judge on another machine", tenant=tenant, here=ELSEWHERE, stale_after_s=STALE_AFTER_S
+        )
         if cleared:
             (run,) = cleared
             return run

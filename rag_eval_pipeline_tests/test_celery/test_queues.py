@@ -46,8 +46,10 @@ def test_the_runs_the_sensors_request_go_to_their_tenants_queue(monkeypatch):
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC
 
     monkeypatch.setenv(queues.LARGE_TENANTS_VARIABLE, "acme")
-    tags = {tenant: audit_run_request(Candidate(tenant, "c1", REFERENCE_SPEC, "manifest.json"), "v1").tags
-            for tenant in ("acme", "demo")}
+    tags = {
+        tenant: audit_run_request(Candidate(tenant, "c1", REFERENCE_SPEC, "manifest.json"), "v1").tags
+        for tenant in ("acme", "demo")
+    }
     assert tags["acme"][queues.QUEUE_TAG] == queues.QUEUES["large"]
     assert tags["demo"][queues.QUEUE_TAG] == queues.QUEUES["small"]
     assert int(tags["demo"][queues.PRIORITY_TAG]) > int(tags["acme"][queues.PRIORITY_TAG])

@@ -33,11 +33,14 @@ def test_register_then_run_the_whole_lineage(env, tmp_path):
     assert [report.parent.parent for report in audits.glob("run=*/regression_report.md")] == [audits]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("run", "--tenant", "ghost", "--version", "v1"), "unknown tenant 'ghost'"),
-    (("register", "--tenant", "Bad Name", "--version", "v1"), "invalid tenant name 'Bad Name'"),
-    (("register", "--tenant", "acme", "--version", "v" * 64), "invalid dataset version name"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("run", "--tenant", "ghost", "--version", "v1"), "unknown tenant 'ghost'"),
+        (("register", "--tenant", "Bad Name", "--version", "v1"), "invalid tenant name 'Bad Name'"),
+        (("register", "--tenant", "acme", "--version", "v" * 64), "invalid dataset version name"),
+    ],
+)
 def test_bad_names_are_clear_errors(env, args, message):
     completed = _cli(env, *args)
     assert completed.returncode == 2

@@ -66,8 +66,17 @@ def test_concurrent_gates_each_get_their_own_verdict_and_promotions_are_not_lost
         ("globex", "good-1"): (None, 0),
     }
     processes = {
-        (tenant, commit): _start(two_tenants, "gate", "--tenant", tenant, "--candidate", commit, "--branch", "main",
-                                 *(("--entry", entry) if entry else ()))
+        (tenant, commit): _start(
+            two_tenants,
+            "gate",
+            "--tenant",
+            tenant,
+            "--candidate",
+            commit,
+            "--branch",
+            "main",
+            *(("--entry", entry) if entry else ()),
+        )
         for (tenant, commit), (entry, _) in gates.items()
     }
     finished = {gate: _finish(process) for gate, process in processes.items()}
@@ -101,7 +110,9 @@ def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
     is compared with it (whichever finished first)."""
     cli_env = synthesized_cli_env
     commits = ["ref-a", "ref-b"]
-    first = [_start(cli_env, "gate", "--tenant", "acme", "--candidate", commit, "--branch", "main") for commit in commits]
+    first = [
+        _start(cli_env, "gate", "--tenant", "acme", "--candidate", commit, "--branch", "main") for commit in commits
+    ]
     outcomes = dict(zip(commits, (_finish(p) for p in first)))
     store = BaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
     history = store.history("acme", "v1")
@@ -116,8 +127,20 @@ def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
 
 def test_a_first_gate_that_declines_everything_on_main_never_becomes_the_baseline(synthesized_cli_env):
     """It was measured on too few items to be what later candidates are compared with: exit 2, no history."""
-    code, out, err = _finish(_start(synthesized_cli_env, "gate", "--tenant", "acme", "--candidate", "empty",
-                                    "--entry", EMPTY, "--branch", "main"))
+    code, out, err = _finish(
+        _start(
+            synthesized_cli_env,
+            "gate",
+            "--tenant",
+            "acme",
+            "--candidate",
+            "empty",
+            "--entry",
+            EMPTY,
+            "--branch",
+            "main",
+        )
+    )
     assert code == 2, out + err
     assert "unmeasured contextual_relevancy: candidate measured on 0 of " in out
     assert "now the baseline" not in out

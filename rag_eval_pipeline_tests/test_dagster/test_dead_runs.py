@@ -23,8 +23,11 @@ from rag_eval_pipeline.automation.run_health import clear_dead, dead_run_sensor,
 from rag_eval_pipeline_tests.test_automation.test_run_queue import repo_instance_config, run_queue_from
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
-pytestmark = [pytest.mark.dagster, pytest.mark.cli,
-              pytest.mark.filterwarnings("ignore:Property `ScheduleDefinition.environment_vars` is deprecated")]
+pytestmark = [
+    pytest.mark.dagster,
+    pytest.mark.cli,
+    pytest.mark.filterwarnings("ignore:Property `ScheduleDefinition.environment_vars` is deprecated"),
+]
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 HANGS = "rag_eval_pipeline_tests.candidates:hangs"  # 30 s per golden question: the run is mid-flight for minutes
@@ -39,8 +42,13 @@ def _rag_eval(env, *args) -> subprocess.CompletedProcess:
 @contextmanager
 def hanging_gate(env, commit: str):
     """A `rag-eval gate` whose run has started and recorded who executes it; killed on exit if still running."""
-    process = subprocess.Popen([RAG_EVAL, "gate", "--tenant", "acme", "--candidate", commit, "--entry", HANGS],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [RAG_EVAL, "gate", "--tenant", "acme", "--candidate", commit, "--entry", HANGS],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield process, _wait_for_its_run(env, process)
     finally:
@@ -54,8 +62,9 @@ def _wait_for_its_run(env, process: subprocess.Popen, timeout_s: float = 300.0) 
     deadline = time.monotonic() + timeout_s
     with cli_instance(env) as instance:
         while True:
-            runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED],
-                                                tags={liveness.PID_TAG: str(process.pid)}))
+            runs = instance.get_runs(
+                RunsFilter(statuses=[DagsterRunStatus.STARTED], tags={liveness.PID_TAG: str(process.pid)})
+            )
             if runs:
                 return runs[0].run_id
             assert process.poll() is None, f"the gate ended before its run started:\n{process.stderr.read()}"
@@ -146,8 +155,16 @@ def test_the_next_gate_of_the_tenant_clears_a_killed_one_first(gate_env, tmp_pat
         queue.dequeue_once()
         assert queue.status(waiting) == DagsterRunStatus.QUEUED
 
-        nxt = _rag_eval(gate_env, "gate", "--tenant", "acme", "--candidate", "c-next",
-                        "--entry", "rag_eval_pipeline_tests.candidates:i_do_not_know")
+        nxt = _rag_eval(
+            gate_env,
+            "gate",
+            "--tenant",
+            "acme",
+            "--candidate",
+            "c-next",
+            "--entry",
+            "rag_eval_pipeline_tests.candidates:i_do_not_know",
+        )
         assert nxt.returncode in (0, 1), nxt.stderr  # a verdict, whichever
         assert f"marked run {run_id} of acme failed: its process (pid {gate.pid} on" in nxt.stderr
         assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
@@ -176,8 +193,9 @@ def test_elsewhere_only_a_stale_heartbeat_makes_a_run_dead(gate_env):
         _kill(gate)  # SIGKILL ends a stopped process too
         (here,) = examine(instance, "acme", stale_after_s=STALE_AFTER_S)
         assert here.verdict.dead and "is gone" in here.verdict.reason  # no waiting for a heartbeat here
-        (marked,) = clear_dead(instance, by="a test on another machine", tenant="acme", here=ELSEWHERE,
-                               stale_after_s=STALE_AFTER_S)
+        (marked,) = clear_dead(
+            instance, by="a test on another machine", tenant="acme", here=ELSEWHERE, stale_after_s=STALE_AFTER_S
+        )
         assert marked.run_id == run_id and "no heartbeat" in marked.verdict.reason
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
 
@@ -194,7 +212,9 @@ def _until_dead(instance, here: str, timeout_s: float = 300.0) -> liveness.Verdi
 
 def test_a_run_that_looks_alive_is_cleared_only_when_named_and_forced(gate_env):
     unnamed = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--force")
-    assert unnamed.returncode == 2 and "error: --force stops a run that may be alive: name it with --run" in unnamed.stderr
+    assert (
+        unnamed.returncode == 2 and "error: --force stops a run that may be alive: name it with --run" in unnamed.stderr
+    )
     unknown = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", "no-such-run")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: no run no-such-run in this Dagster instance")
     with hanging_gate(gate_env, "c-forced") as (gate, run_id):
@@ -203,7 +223,10 @@ def test_a_run_that_looks_alive_is_cleared_only_when_named_and_forced(gate_env):
         forced = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", run_id, "--force")
         assert forced.returncode == 0, forced.stderr
         # An in-process run cannot be reached by a cancel request: the message says it may still run.
-        assert f"run {run_id}: it did not end within 30 s of the cancel request (its process (pid {gate.pid} on" \
-            in forced.stdout and "marked it failed; its process may still be running (status FAILURE)" in forced.stdout
+        assert (
+            f"run {run_id}: it did not end within 30 s of the cancel request (its process (pid {gate.pid} on"
+            in forced.stdout
+            and "marked it failed; its process may still be running (status FAILURE)" in forced.stdout
+        )
         assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
         assert "cleared with --force" in _failure_message(gate_env, run_id)

@@ -96,12 +96,19 @@ def test_the_golden_set_check_declares_everything_it_reads():
 
 
 def test_the_code_location_merges_each_domains_definitions():
-    domains = {"ingestion": ingest_defs, "synthesis": synthesis_defs, "evaluation": evaluation_defs, "reporting": reporting_defs}
+    domains = {
+        "ingestion": ingest_defs,
+        "synthesis": synthesis_defs,
+        "evaluation": evaluation_defs,
+        "reporting": reporting_defs,
+    }
     graph = defs.resolve_asset_graph()
     for group, domain in domains.items():
         own = {key.to_user_string() for assets in domain.assets for key in assets.keys}
         assert own == {name for name in LINEAGE if graph.get(AssetKey(name)).group_name == group}, group
-    checks = {check.name for domain in domains.values() for checks in domain.asset_checks or [] for check in checks.check_keys}
+    checks = {
+        check.name for domain in domains.values() for checks in domain.asset_checks or [] for check in checks.check_keys
+    }
     assert checks == {"golden_set_expectations", "regression_gate"}
 
 
@@ -119,7 +126,10 @@ def test_dagster_cli_validates_the_code_location(tmp_path):
     """What `dagster dev` loads: the [tool.dagster] entry of pyproject.toml, from the repo root."""
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "dagster"), "definitions", "validate"],
-        cwd=REPO, capture_output=True, text=True, timeout=180,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     output = completed.stdout + completed.stderr
@@ -144,7 +154,11 @@ defs.get_repository_def().get_all_jobs()
 
 def test_importing_changes_no_warning_filter_and_no_preview_warning_leaks(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-c", NO_WARNING_SIDE_EFFECTS], cwd=REPO, capture_output=True, text=True, timeout=180,
+        [sys.executable, "-c", NO_WARNING_SIDE_EFFECTS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert completed.returncode == 0, completed.stderr

@@ -37,8 +37,18 @@ def _junit(path: Path) -> dict[str, str]:
 
 
 def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, tmp_path):
-    first = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main",
-                 "--junit", str(tmp_path / "first.xml"))
+    first = _cli(
+        synthesized,
+        "gate",
+        "--tenant",
+        "acme",
+        "--candidate",
+        "base",
+        "--branch",
+        "main",
+        "--junit",
+        str(tmp_path / "first.xml"),
+    )
     assert first.returncode == 0, first.stderr
     assert "NO BASELINE YET" in first.stdout and "acme/v1" in first.stdout
     assert set(_junit(tmp_path / "first.xml").values()) == {"skipped"}
@@ -48,8 +58,18 @@ def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, t
     assert "gate: PASS" in same.stdout
     assert set(_junit(tmp_path / "same.xml").values()) == {"passed"}
 
-    worse = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
-                 "--junit", str(tmp_path / "worse.xml"))
+    worse = _cli(
+        synthesized,
+        "gate",
+        "--tenant",
+        "acme",
+        "--candidate",
+        "bad",
+        "--entry",
+        DEGRADED,
+        "--junit",
+        str(tmp_path / "worse.xml"),
+    )
     assert worse.returncode == 1, worse.stderr
     assert "gate: BLOCK" in worse.stdout and "hit_rate" in worse.stdout
     assert "regression_report.md" in worse.stdout
@@ -61,8 +81,20 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     # A drop of at most 1 is tolerated: the means no longer block. A metric the degraded candidate gave nothing
     # to measure on (no contexts to judge) is below the coverage floor: the gate cannot pass it, and says so.
-    loose = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
-                 "--tolerance", "1.0", "--junit", str(tmp_path / "loose.xml"))
+    loose = _cli(
+        synthesized,
+        "gate",
+        "--tenant",
+        "acme",
+        "--candidate",
+        "bad",
+        "--entry",
+        DEGRADED,
+        "--tolerance",
+        "1.0",
+        "--junit",
+        str(tmp_path / "loose.xml"),
+    )
     assert loose.returncode == 2, loose.stderr
     outcomes = _junit(tmp_path / "loose.xml")
     assert outcomes["hit_rate"] == "passed" and outcomes["faithfulness"] == "passed"
@@ -72,12 +104,18 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     assert loose.stderr.strip().splitlines()[-1].startswith("error: the gate cannot decide on commit bad")
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--tenant", "ghost", "--candidate", "c1"), "no published golden set"),
-    (("--tenant", "acme", "--candidate", "c1", "--entry", "no_such_module:answer"), "cannot import candidate module"),
-    (("--tenant", "acme", "--candidate", "c1", "--version", "v9"), "unknown dataset version"),
-    (("--tenant", "acme", "--candidate", "c1", "--baseline", "ffff000"), "'ffff000' was never audited on acme/v1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--tenant", "ghost", "--candidate", "c1"), "no published golden set"),
+        (
+            ("--tenant", "acme", "--candidate", "c1", "--entry", "no_such_module:answer"),
+            "cannot import candidate module",
+        ),
+        (("--tenant", "acme", "--candidate", "c1", "--version", "v9"), "unknown dataset version"),
+        (("--tenant", "acme", "--candidate", "c1", "--baseline", "ffff000"), "'ffff000' was never audited on acme/v1"),
+    ],
+)
 def test_errors_exit_2_with_a_message(synthesized, args, message):
     completed = _cli(synthesized, "gate", *args)
     assert completed.returncode == 2
@@ -125,8 +163,9 @@ def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
     assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     _rejudge_archive(synthesized, "base", "offline-support-v1")
 
-    refused = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main",
-                   "--no-rescore-baseline")
+    refused = _cli(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main", "--no-rescore-baseline"
+    )
     assert refused.returncode == 2, refused.stdout
     last_line = refused.stderr.strip().splitlines()[-2]  # the step's error, above "run ... failed after"
     assert "scored differently (judge: candidate offline-support-v2, baseline offline-support-v1)" in last_line
@@ -135,8 +174,9 @@ def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
     rescored = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main")
     assert rescored.returncode == 0, rescored.stderr
     assert "gate: PASS" in rescored.stdout and "note: re-scored with this run's judge" in rescored.stdout
-    degraded = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED,
-                    "--baseline", "base")
+    degraded = _cli(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--baseline", "base"
+    )
     assert degraded.returncode == 1 and "re-scored" in degraded.stdout  # a re-scored baseline still blocks
 
 
@@ -173,9 +213,14 @@ def _golden_outputs(env) -> list[dict]:
     tables = Path(env["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1"
     chunks = pd.read_parquet(tables / "document_chunks.parquet").set_index("chunk_id")["text"]
     golden = pd.read_parquet(tables / "golden_set.parquet")
-    return [{"qa_id": item.qa_id, "answer": item.ground_truth,
-             "contexts": [{"id": chunk, "text": chunks[chunk]} for chunk in item.gold_chunk_ids]}
-            for item in golden.itertuples()]
+    return [
+        {
+            "qa_id": item.qa_id,
+            "answer": item.ground_truth,
+            "contexts": [{"id": chunk, "text": chunks[chunk]} for chunk in item.gold_chunk_ids],
+        }
+        for item in golden.itertuples()
+    ]
 
 
 def _audit_table(env, commit: str, name: str) -> pd.DataFrame:
@@ -202,18 +247,27 @@ def test_a_lone_surrogate_is_scored_and_an_over_long_field_fails_only_its_item(s
     assert answers.loc[surrogate["qa_id"], "answer"].endswith(" \ufffd")
     for item, field in ((huge, "answer"), (echo, "question")):
         assert answers.loc[item["qa_id"], "status"] == "failed"
-        assert f"{field} is" in answers.loc[item["qa_id"], "error"] and "over the limit of 20,000" in answers.loc[item["qa_id"], "error"]
+        assert (
+            f"{field} is" in answers.loc[item["qa_id"], "error"]
+            and "over the limit of 20,000" in answers.loc[item["qa_id"], "error"]
+        )
     assert (answers["status"] == "ok").sum() == len(records) - 2
     scores = _audit_table(synthesized, "odd", "metric_scores").set_index(["qa_id", "metric"])
     assert scores.loc[(surrogate["qa_id"], "faithfulness"), "status"] == "ok"  # scored, not lost
     assert scores.loc[(surrogate["qa_id"], "contextual_relevancy"), "status"] == "ok"
 
 
-@pytest.mark.parametrize("lines, message", [
-    ([], "holds no records"),
-    (["", "   "], "holds no records"),
-    ([json.dumps({"qa_id": "x", "answer": 3}), json.dumps({"answer": "which question?"})], "no usable record: line 1"),
-])
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([], "holds no records"),
+        (["", "   "], "holds no records"),
+        (
+            [json.dumps({"qa_id": "x", "answer": 3}), json.dumps({"answer": "which question?"})],
+            "no usable record: line 1",
+        ),
+    ],
+)
 def test_an_outputs_file_without_a_usable_record_exits_2_before_any_run(synthesized, tmp_path, lines, message):
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("".join(line + "\n" for line in lines))

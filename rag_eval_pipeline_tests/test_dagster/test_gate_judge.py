@@ -24,8 +24,13 @@ def _closed_port_url() -> str:
 
 def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(synthesized_cli_env):
     url = _closed_port_url()
-    judge_env = {**synthesized_cli_env, "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": url, "RAG_EVAL_JUDGE_MODEL": "m",
-                 "RAG_EVAL_JUDGE_MAX_RETRIES": "0"}
+    judge_env = {
+        **synthesized_cli_env,
+        "RAG_EVAL_JUDGE": "llm",
+        "RAG_EVAL_JUDGE_BASE_URL": url,
+        "RAG_EVAL_JUDGE_MODEL": "m",
+        "RAG_EVAL_JUDGE_MAX_RETRIES": "0",
+    }
 
     completed = _cli(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
 

@@ -48,8 +48,13 @@ def _history(env) -> list[str]:
 
 
 def _broken_judge_env(env, server: FakeOpenAIServer) -> dict:
-    return {**env, "RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": server.base_url,
-            "RAG_EVAL_JUDGE_MODEL": FAKE_MODEL, "RAG_EVAL_JUDGE_MAX_RETRIES": "0"}
+    return {
+        **env,
+        "RAG_EVAL_JUDGE": "llm",
+        "RAG_EVAL_JUDGE_BASE_URL": server.base_url,
+        "RAG_EVAL_JUDGE_MODEL": FAKE_MODEL,
+        "RAG_EVAL_JUDGE_MAX_RETRIES": "0",
+    }
 
 
 def _archive(env, commit: str, name: str) -> Path:
@@ -69,9 +74,20 @@ def _wrong_answers(env, folder: Path) -> Path:
     """The baseline's retrieval with every answer wrong, as a CI's outputs file."""
     outputs = pd.read_parquet(_archive(env, "base", "candidate_outputs"))
     path = folder / "wrong.jsonl"
-    path.write_text("".join(json.dumps({"qa_id": row["qa_id"], "answer": "The moon is made of green cheese.",
-                                        "contexts": [dict(c) for c in row["contexts"]]}) + "\n"
-                            for row in outputs.to_dict("records")), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "qa_id": row["qa_id"],
+                    "answer": "The moon is made of green cheese.",
+                    "contexts": [dict(c) for c in row["contexts"]],
+                }
+            )
+            + "\n"
+            for row in outputs.to_dict("records")
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -181,8 +197,9 @@ def test_a_torn_history_line_neither_stops_the_gate_nor_glues_onto_the_next_prom
     assert damaged.returncode == 2 and "baseline_history.jsonl, line 1, is not a promotion" in damaged.stderr
 
 
-def test_the_promotion_is_the_last_step_after_the_report_is_stored(synthesized_acme, acme_key, instance, resources,
-                                                                       monkeypatch, tenant_dirs):
+def test_the_promotion_is_the_last_step_after_the_report_is_stored(
+    synthesized_acme, acme_key, instance, resources, monkeypatch, tenant_dirs
+):
     """Disk full while the report is written: the run fails, and the candidate is not the baseline. And in a
     run that works, the report is stored before the history changes (the order of the writes, recorded)."""
     from dagster import materialize
@@ -200,8 +217,15 @@ def test_the_promotion_is_the_last_step_after_the_report_is_stored(synthesized_a
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(Warehouse, "write_report", disk_full)
-    failed = materialize(ALL_ASSETS, selection=audit, partition_key=acme_key, instance=instance, resources=resources,
-                         run_config=first_on_main, raise_on_error=False)
+    failed = materialize(
+        ALL_ASSETS,
+        selection=audit,
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+        run_config=first_on_main,
+        raise_on_error=False,
+    )
     assert not failed.success
     assert store.history("acme", "v1") == []  # no promotion outlives the report it belongs to
 
@@ -216,8 +240,14 @@ def test_the_promotion_is_the_last_step_after_the_report_is_stored(synthesized_a
     events.clear()
     monkeypatch.setattr(Warehouse, "write_report", recorded_write)
     monkeypatch.setattr(BaselineStore, "promote", recorded_promote)
-    done = materialize(ALL_ASSETS, selection=audit, partition_key=acme_key, instance=instance, resources=resources,
-                       run_config=first_on_main)
+    done = materialize(
+        ALL_ASSETS,
+        selection=audit,
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+        run_config=first_on_main,
+    )
     assert done.success and events == ["report", "promote"]
     assert [p.commit for p in store.history("acme", "v1")] == ["working-tree"]
     folder = Warehouse(tenant_dirs[1]).audit_dir("acme", "v1", "working-tree", done.run_id)

@@ -39,7 +39,9 @@ def _failure_text(result) -> str:
     return "\n".join(e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure)
 
 
-def test_published_golden_set_is_immutable_and_a_new_version_takes_the_change(acme_key, instance, resources, tenant_dirs):
+def test_published_golden_set_is_immutable_and_a_new_version_takes_the_change(
+    acme_key, instance, resources, tenant_dirs
+):
     documents_root, warehouse_root = tenant_dirs
     warehouse = Warehouse(warehouse_root)
 
@@ -69,7 +71,9 @@ def test_published_golden_set_is_immutable_and_a_new_version_takes_the_change(ac
     diff = diff_versions(golden_v1, golden_v2)
     added = set(diff.loc[diff["change"] == "added", "qa_id"])
     assert added == set(golden_v2["qa_id"]) - set(golden_v1["qa_id"]) and added
-    new_doc_items = golden_v2[golden_v2["source_chunk_ids"].map(lambda ids: any(i.startswith("cold-chain.md") for i in ids))]
+    new_doc_items = golden_v2[
+        golden_v2["source_chunk_ids"].map(lambda ids: any(i.startswith("cold-chain.md") for i in ids))
+    ]
     assert len(new_doc_items) and set(new_doc_items["qa_id"]) <= added
 
 
@@ -81,8 +85,11 @@ def test_type_mix_and_size_come_from_config(acme_key, instance, resources, tenan
     synthetic = warehouse.read("acme", "v1", "synthetic_qa")
     assert synthetic["question_type"].value_counts().to_dict() == {"simple": 3, "unanswerable": 3}
     plan = warehouse.read("acme", "v1", "synthesis_plan").set_index("question_type")
-    assert plan.loc["simple", "planned"] == 3 and plan.loc["unanswerable", "kept"] == (
-        warehouse.read("acme", "v1", "golden_set")["question_type"] == "unanswerable").sum()
+    assert (
+        plan.loc["simple", "planned"] == 3
+        and plan.loc["unanswerable", "kept"]
+        == (warehouse.read("acme", "v1", "golden_set")["question_type"] == "unanswerable").sum()
+    )
 
 
 def test_reasoning_asked_of_the_offline_generator_is_recorded_as_moved(acme_key, instance, resources, tenant_dirs):

@@ -27,16 +27,26 @@ RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 PARTITION = ["acme", "v1"]
 # In lineage order; audit tables sit in audits/commit=<c>/run=<id>/.
 BOUNDARIES = [
-    "raw_documents.parquet", "document_chunks.parquet", "chunk_clusters.parquet", "synthetic_qa.parquet",
-    "golden_set.parquet", "golden_set.manifest.json",
-    "audits/*/*/candidate_outputs.parquet", "audits/*/*/metric_scores.parquet", "audits/*/*/regression_report.parquet",
+    "raw_documents.parquet",
+    "document_chunks.parquet",
+    "chunk_clusters.parquet",
+    "synthetic_qa.parquet",
+    "golden_set.parquet",
+    "golden_set.manifest.json",
+    "audits/*/*/candidate_outputs.parquet",
+    "audits/*/*/metric_scores.parquet",
+    "audits/*/*/regression_report.parquet",
 ]
 
 
 def _kill_when(env, folder: Path, pattern: str, seen_before: set[Path]) -> Path | None:
     """Start the full pipeline; SIGKILL it as soon as a new file matches pattern. The file, or None if it ended first."""
-    process = subprocess.Popen([RAG_EVAL, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [RAG_EVAL, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline and process.poll() is None:
@@ -81,12 +91,17 @@ def test_a_kill_at_any_boundary_never_leaves_anything_half_written(cli_env):
         if warehouse.exists(*PARTITION, "golden_set"):
             hashes.add(content_hash(warehouse.read(*PARTITION, "golden_set")))
         if pattern == "golden_set.parquet" and read_manifest(warehouse, *PARTITION) is None:
-            gate = subprocess.run([RAG_EVAL, "gate", "--tenant", "acme", "--candidate", "c0"], env=cli_env,
-                                  capture_output=True, text=True)
+            gate = subprocess.run(
+                [RAG_EVAL, "gate", "--tenant", "acme", "--candidate", "c0"], env=cli_env, capture_output=True, text=True
+            )
             assert gate.returncode == 2 and "no published golden set" in gate.stderr
 
-    completed = subprocess.run([RAG_EVAL, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1"],
-                               env=cli_env, capture_output=True, text=True)
+    completed = subprocess.run(
+        [RAG_EVAL, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+    )
     assert completed.returncode == 0, completed.stderr
     _assert_nothing_half_written(warehouse)
     manifest = read_manifest(warehouse, *PARTITION)

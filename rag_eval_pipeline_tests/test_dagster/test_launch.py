@@ -2,7 +2,15 @@
 its runs print: the assets' own messages, never Dagster's stack traces."""
 
 import pytest
-from dagster import AssetCheckResult, DagsterInstance, Definitions, asset, asset_check, define_asset_job, in_process_executor
+from dagster import (
+    AssetCheckResult,
+    DagsterInstance,
+    Definitions,
+    asset,
+    asset_check,
+    define_asset_job,
+    in_process_executor,
+)
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK
 from rag_eval_pipeline.cli.launch import classify, records_of_result, records_of_run, terminal_logger
@@ -40,10 +48,15 @@ def broken():
 
 
 DEFS = Definitions(
-    assets=[table, downstream, broken], asset_checks=[table_is_good, table_is_pretty],
-    jobs=[define_asset_job("blocked", selection=["table", "downstream"]), define_asset_job("failing", selection=["broken"]),
-          define_asset_job("fine", selection=["downstream"])],
-    loggers={"console": terminal_logger}, executor=in_process_executor,
+    assets=[table, downstream, broken],
+    asset_checks=[table_is_good, table_is_pretty],
+    jobs=[
+        define_asset_job("blocked", selection=["table", "downstream"]),
+        define_asset_job("failing", selection=["broken"]),
+        define_asset_job("fine", selection=["downstream"]),
+    ],
+    loggers={"console": terminal_logger},
+    executor=in_process_executor,
 )
 
 
@@ -52,7 +65,9 @@ def _run(job: str):
     (what the CLI reads when the run executed on a worker)."""
     instance = DagsterInstance.ephemeral()
     result = DEFS.resolve_job_def(job).execute_in_process(
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}, instance=instance, raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        instance=instance,
+        raise_on_error=False,
     )
     outcome = classify(records_of_result(result), 1.0)
     assert classify(records_of_run(instance, result.run_id, result.success), 1.0) == outcome
@@ -64,8 +79,10 @@ def test_a_failed_blocking_check_blocks_the_run(capsys):
 
     assert outcome.status == BLOCKED
     assert outcome.blocked_by == ["table_is_good"]  # the non-blocking failure does not block
-    assert {f.check: f.details for f in outcome.failed_checks} == {"table_is_good": ["row 3: no question"],
-                                                                   "table_is_pretty": []}
+    assert {f.check: f.details for f in outcome.failed_checks} == {
+        "table_is_good": ["row 3: no question"],
+        "table_is_pretty": [],
+    }
     err = capsys.readouterr().err
     assert "warning: table: 2 rows dropped" in err and "table: 40 rows written" in err
     assert "Stack Trace" not in err and "STEP_FAILURE" not in err and "DagsterAssetCheckFailedError" not in err

@@ -66,8 +66,16 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
         assert name not in tables, f"{name} materialized twice"
         tables[name] = event.materialization.metadata
     assert set(tables) == {asset_key.to_user_string() for assets in ALL_ASSETS for asset_key in assets.keys}
-    for name in ("raw_documents", "rejected_documents", "synthetic_qa", "generation_failures", "generation_plan",
-                 "golden_set", "rejected_qa", "synthesis_plan"):
+    for name in (
+        "raw_documents",
+        "rejected_documents",
+        "synthetic_qa",
+        "generation_failures",
+        "generation_plan",
+        "golden_set",
+        "rejected_qa",
+        "synthesis_plan",
+    ):
         assert tables[name]["dagster/row_count"].value == len(read(name)), name
 
     # Generation plans; verification adds what it kept, and every candidate is kept or rejected once.
@@ -108,25 +116,35 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     html_path = materialization.metadata["report_html_path"].value
     assert html_path == str(audit / "regression_report.html") and "<svg" in open(html_path, encoding="utf-8").read()
     assert html_path in materialization.metadata["report"].value  # the CLI prints the Markdown, paths included
-    assert set(report[["delta_ci_low", "delta_ci_high", "tolerance"]].columns) == {"delta_ci_low", "delta_ci_high", "tolerance"}
+    assert set(report[["delta_ci_low", "delta_ci_high", "tolerance"]].columns) == {
+        "delta_ci_low",
+        "delta_ci_high",
+        "tolerance",
+    }
     assert baselines.audited("acme", "v1", "c1")[1]["qa_id"].tolist() == outputs["qa_id"].tolist()
 
 
-def test_regressed_candidate_is_blocked_and_reference_passes(synthesized_acme, acme_key, instance, resources, tenant_dirs):
+def test_regressed_candidate_is_blocked_and_reference_passes(
+    synthesized_acme, acme_key, instance, resources, tenant_dirs
+):
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
 
     same = _run(AUDIT, acme_key, instance, resources, commit="same-again")
     verdict = same.output_for_node("regression_report")["verdict_overall"].iloc[0]
     assert verdict == PASS
 
-    worse = _run(AUDIT, acme_key, instance, resources, candidate="rag_eval_pipeline_tests.candidates:no_retrieval", commit="bad")
+    worse = _run(
+        AUDIT, acme_key, instance, resources, candidate="rag_eval_pipeline_tests.candidates:no_retrieval", commit="bad"
+    )
     report = worse.output_for_node("regression_report").set_index("metric")
     assert report["verdict_overall"].iloc[0] == BLOCK
     assert report.loc["hit_rate", "verdict"] == "regressed"
     assert report.loc["hit_rate", "delta"] < -0.05
     assert report.loc["faithfulness", "verdict"] == "regressed"
     assert report.loc["hit_rate", "delta_ci_high"] < 0  # the whole interval is a drop
-    markdown = (Warehouse(tenant_dirs[1]).audit_dir("acme", "v1", "bad", worse.run_id) / "regression_report.md").read_text()
+    markdown = (
+        Warehouse(tenant_dirs[1]).audit_dir("acme", "v1", "bad", worse.run_id) / "regression_report.md"
+    ).read_text()
     assert "## Worst regressed items" in markdown and "(not stored)" not in markdown  # baseline answers kept
     # The baseline is still the first candidate: a blocked candidate is not promoted.
     baselines = BaselineStore(Warehouse(tenant_dirs[1]))
@@ -134,7 +152,9 @@ def test_regressed_candidate_is_blocked_and_reference_passes(synthesized_acme, a
     assert baselines.audited_commits("acme", "v1") == ["bad", "base", "same-again"]  # every audit is kept
 
 
-def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(synthesized_acme, acme_key, instance, resources, tenant_dirs):
+def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(
+    synthesized_acme, acme_key, instance, resources, tenant_dirs
+):
     baselines = BaselineStore(Warehouse(tenant_dirs[1]))
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     on_branch = _run(AUDIT, acme_key, instance, resources, commit="pr-1", branch="feature-x")
@@ -145,8 +165,15 @@ def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_fo
     assert on_main.output_for_node("regression_report")["promoted_to_baseline"].iloc[0] == "passed the gate on main"
     assert [p.commit for p in baselines.history("acme", "v1")] == ["base", "merged"]
 
-    worse = _run(AUDIT, acme_key, instance, resources, candidate="rag_eval_pipeline_tests.candidates:no_retrieval",
-                 commit="bad", branch="main")
+    worse = _run(
+        AUDIT,
+        acme_key,
+        instance,
+        resources,
+        candidate="rag_eval_pipeline_tests.candidates:no_retrieval",
+        commit="bad",
+        branch="main",
+    )
     assert worse.output_for_node("regression_report")["verdict_overall"].iloc[0] == BLOCK
     assert baselines.current("acme", "v1").commit == "merged"  # a blocked candidate on main is not promoted
 
@@ -164,7 +191,11 @@ def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_fo
 def test_an_unaudited_baseline_commit_fails_the_report(synthesized_acme, acme_key, instance, resources):
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     result = materialize(
-        LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
+        LINEAGE,
+        selection=AUDIT,
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
         raise_on_error=False,
         run_config={"ops": {"regression_report": {"config": {"baseline_commit": "ghost"}}}},
     )
@@ -172,13 +203,18 @@ def test_an_unaudited_baseline_commit_fails_the_report(synthesized_acme, acme_ke
     assert "'ghost' was never audited on acme/v1" in _failure_text(result)
 
 
-@pytest.mark.parametrize("candidate, timeout_s, reason", [
-    ("rag_eval_pipeline_tests.candidates:crashes", 2.0, "vector store connection refused"),
-    # Every golden item waits out the timeout in turn, so it is short here; `hangs` sleeps 30 s, so
-    # a timeout that stopped working would leave the items answered ("ok") and fail the test.
-    ("rag_eval_pipeline_tests.candidates:hangs", 0.2, "timed out after 0.2 s"),
-])
-def test_failing_candidate_is_recorded_not_crashed(synthesized_acme, acme_key, instance, resources, candidate, timeout_s, reason):
+@pytest.mark.parametrize(
+    "candidate, timeout_s, reason",
+    [
+        ("rag_eval_pipeline_tests.candidates:crashes", 2.0, "vector store connection refused"),
+        # Every golden item waits out the timeout in turn, so it is short here; `hangs` sleeps 30 s, so
+        # a timeout that stopped working would leave the items answered ("ok") and fail the test.
+        ("rag_eval_pipeline_tests.candidates:hangs", 0.2, "timed out after 0.2 s"),
+    ],
+)
+def test_failing_candidate_is_recorded_not_crashed(
+    synthesized_acme, acme_key, instance, resources, candidate, timeout_s, reason
+):
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     result = _run(AUDIT, acme_key, instance, resources, candidate=candidate, commit="broken", timeout_s=timeout_s)
     assert result.success
@@ -198,21 +234,39 @@ def test_unregistered_partition_is_refused(instance, resources):
     from rag_eval_pipeline.partitions import partition_key
 
     with pytest.raises(Exception, match="(?i)partition"):
-        materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents"], partition_key=partition_key("ghost", "v1"), instance=instance, resources=resources)
+        materialize(
+            ALL_ASSETS,
+            selection=["raw_documents", "rejected_documents"],
+            partition_key=partition_key("ghost", "v1"),
+            instance=instance,
+            resources=resources,
+        )
 
 
 def test_tenant_without_documents_folder_fails_clearly(instance, resources):
     from rag_eval_pipeline.partitions import register_partition
 
     key = register_partition(instance, "nofolder", "v1")
-    result = materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents"], partition_key=key, instance=instance, resources=resources, raise_on_error=False)
+    result = materialize(
+        ALL_ASSETS,
+        selection=["raw_documents", "rejected_documents"],
+        partition_key=key,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+    )
     assert not result.success
     assert "unknown tenant 'nofolder'" in _failure_text(result)
 
 
 def test_unimportable_candidate_fails_the_step_with_its_name(synthesized_acme, acme_key, instance, resources):
     result = materialize(
-        LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources, raise_on_error=False,
+        LINEAGE,
+        selection=AUDIT,
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
         run_config={"ops": {"candidate_outputs": {"config": {"candidate": "no_such_module:answer"}}}},
     )
     assert not result.success
@@ -223,18 +277,26 @@ def _failure_text(result) -> str:
     return "\n".join(e.step_failure_data.error.to_string() for e in result.all_events if e.is_step_failure)
 
 
-def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are(synthesized_acme, acme_key, instance, resources):
+def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are(
+    synthesized_acme, acme_key, instance, resources
+):
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
 
     def audit(commit: str, scoring: dict, rescore: bool):
         return materialize(
-            LINEAGE, selection=AUDIT, partition_key=acme_key, instance=instance, resources=resources,
+            LINEAGE,
+            selection=AUDIT,
+            partition_key=acme_key,
+            instance=instance,
+            resources=resources,
             raise_on_error=False,
-            run_config={"ops": {
-                "candidate_outputs": {"config": {"commit": commit}},
-                "metric_scores": {"config": scoring},
-                "regression_report": {"config": {"rescore_baseline": rescore}},
-            }},
+            run_config={
+                "ops": {
+                    "candidate_outputs": {"config": {"commit": commit}},
+                    "metric_scores": {"config": scoring},
+                    "regression_report": {"config": {"rescore_baseline": rescore}},
+                }
+            },
         )
 
     refused = audit("k3", {"k": 3}, rescore=False)
@@ -246,5 +308,9 @@ def test_scores_made_with_another_k_or_metric_set_are_never_compared_as_they_are
     report = rescored.output_for_node("regression_report")
     assert set(report["metric"]) == {"hit_rate", "mrr"}
     source = report["baseline_source"].iloc[0]
-    assert "re-scored" in source and "k: candidate 3, baseline 5" in source and "metrics: candidate hit_rate, mrr" in source
+    assert (
+        "re-scored" in source
+        and "k: candidate 3, baseline 5" in source
+        and "metrics: candidate hit_rate, mrr" in source
+    )
     assert report["verdict_overall"].iloc[0] == PASS and (report["paired_items"] > 0).all()

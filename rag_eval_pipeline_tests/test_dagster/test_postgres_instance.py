@@ -46,8 +46,11 @@ def test_partition_materializes_with_postgres_storage(tmp_path, monkeypatch, pos
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         key = register_partition(instance, "acme", "v1")
         result = materialize(
-            ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks"], partition_key=key,
-            instance=instance, resources=resources,
+            ALL_ASSETS,
+            selection=["raw_documents", "rejected_documents", "document_chunks"],
+            partition_key=key,
+            instance=instance,
+            resources=resources,
         )
         assert result.success
     finally:
@@ -81,8 +84,13 @@ def _register_with(tmp_path, **variables):
             env.pop(name, None)
         else:
             env[name] = value
-    return subprocess.run([RAG_EVAL, "register", "--tenant", "acme", "--version", "v1"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [RAG_EVAL, "register", "--tenant", "acme", "--version", "v1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _one_line_error(completed) -> str:

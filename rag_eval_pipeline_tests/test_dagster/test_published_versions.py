@@ -36,9 +36,21 @@ def _cli(env, *args) -> subprocess.CompletedProcess:
 def _materialize(env, *assets: str) -> subprocess.CompletedProcess:
     """One run of only these assets of acme/v1 (and their checks), as `dagster asset materialize` runs it."""
     return subprocess.run(
-        [DAGSTER, "asset", "materialize", "-m", "rag_eval_pipeline.definitions", "--select", ",".join(assets),
-         "--partition", "v1|acme"],  # the key's string form: dimensions in name order
-        env=env, capture_output=True, text=True, timeout=600,
+        [
+            DAGSTER,
+            "asset",
+            "materialize",
+            "-m",
+            "rag_eval_pipeline.definitions",
+            "--select",
+            ",".join(assets),
+            "--partition",
+            "v1|acme",
+        ],  # the key's string form: dimensions in name order
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -103,8 +115,16 @@ def test_two_runs_that_read_different_documents_never_publish_a_mixture(cli_env,
     assert second.returncode == 0, second.stderr
 
     # Run A goes on from its chunks (with the removed document) to a golden set: it must not publish it.
-    rest = _materialize(env, "chunk_clusters", "synthetic_qa", "generation_failures", "generation_plan",
-                        "golden_set", "rejected_qa", "synthesis_plan")
+    rest = _materialize(
+        env,
+        "chunk_clusters",
+        "synthetic_qa",
+        "generation_failures",
+        "generation_plan",
+        "golden_set",
+        "rejected_qa",
+        "synthesis_plan",
+    )
     assert rest.returncode != 0, rest.stdout[-3000:]
     check = _check_evaluation(env)
     assert check["passed"] is False

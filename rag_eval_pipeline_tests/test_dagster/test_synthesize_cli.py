@@ -111,12 +111,15 @@ def test_a_folder_that_yields_nothing_exits_1_with_the_plans_reasons(tmp_path, c
     assert out.is_file()
 
 
-@pytest.mark.parametrize("out_name, args, message", [
-    ("golden.csv", [], "--out must end in .jsonl or .parquet, got golden.csv"),
-    ("golden.jsonl", ["--types", "simple,trivia"], "unknown question type 'trivia'"),
-    ("golden.jsonl", ["--types", "simple=many"], "the weight of 'simple' must be a number"),
-    ("golden.jsonl", ["--n", "0"], "the number of items must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "out_name, args, message",
+    [
+        ("golden.csv", [], "--out must end in .jsonl or .parquet, got golden.csv"),
+        ("golden.jsonl", ["--types", "simple,trivia"], "unknown question type 'trivia'"),
+        ("golden.jsonl", ["--types", "simple=many"], "the weight of 'simple' must be a number"),
+        ("golden.jsonl", ["--n", "0"], "the number of items must be at least 1"),
+    ],
+)
 def test_bad_arguments_exit_2_with_a_clear_message(docs, tmp_path, capsys, out_name, args, message):
     status = main(["synthesize", "--docs", str(docs), "--out", str(tmp_path / out_name), *args])
 

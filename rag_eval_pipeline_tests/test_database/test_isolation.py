@@ -17,8 +17,12 @@ REFUSED = "violates row-level security policy"
 
 def _admin_rows(database, table, *tenants) -> list[tuple]:
     """The tenants' rows as the superuser sees them (it bypasses the policies)."""
-    return run_admin(f"select tenant_id, created_at from {schema.SCHEMA}.{table.name} "
-                     "where tenant_id = any(:tenants) order by tenant_id", database.admin_url, tenants=list(tenants))
+    return run_admin(
+        f"select tenant_id, created_at from {schema.SCHEMA}.{table.name} "
+        "where tenant_id = any(:tenants) order by tenant_id",
+        database.admin_url,
+        tenants=list(tenants),
+    )
 
 
 @pytest.mark.parametrize("table", schema.TENANT_TABLES, ids=lambda table: table.name)
@@ -33,7 +37,9 @@ def test_a_tenant_reads_changes_and_writes_only_its_own_rows(app_database, upgra
     with app_database.tenant(a) as connection:
         assert connection.execute(select(table.c.tenant_id)).scalars().all() == [a]
         assert connection.execute(select(func.count()).select_from(table).where(table.c.tenant_id == b)).scalar() == 0
-        assert connection.execute(update(table).where(table.c.tenant_id == b).values(created_at=func.now())).rowcount == 0
+        assert (
+            connection.execute(update(table).where(table.c.tenant_id == b).values(created_at=func.now())).rowcount == 0
+        )
         assert connection.execute(delete(table).where(table.c.tenant_id == b)).rowcount == 0
     with pytest.raises(ProgrammingError, match=REFUSED):
         with app_database.tenant(a) as connection:

@@ -21,12 +21,12 @@ def _catalog(url: str) -> dict:
     """What the migrations decide, read from the catalogs: tables, owners, RLS flags, policies, grants."""
     queries = {
         "tables": "select c.relname, pg_get_userbyid(c.relowner), c.relrowsecurity, c.relforcerowsecurity "
-                  "from pg_class c join pg_namespace n on n.oid = c.relnamespace "
-                  "where n.nspname = 'rag_eval' and c.relkind in ('r', 'S') order by 1",
+        "from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+        "where n.nspname = 'rag_eval' and c.relkind in ('r', 'S') order by 1",
         "policies": "select tablename, policyname, permissive, roles::text, cmd, qual, with_check from pg_policies "
-                    "where schemaname = 'rag_eval' order by 1, 2",
+        "where schemaname = 'rag_eval' order by 1, 2",
         "grants": "select table_name, grantee, privilege_type from information_schema.role_table_grants "
-                  "where table_schema = 'rag_eval' order by 1, 2, 3",
+        "where table_schema = 'rag_eval' order by 1, 2, 3",
         "indexes": "select indexname, indexdef from pg_indexes where schemaname = 'rag_eval' order by 1",
         "schema": "select nspname, pg_get_userbyid(nspowner), nspacl::text from pg_namespace where nspname = 'rag_eval'",
         "version": "select version_num from rag_eval.alembic_version",
@@ -45,29 +45,49 @@ def test_upgrade_twice_builds_once_and_changes_nothing_the_second_time(scratch_d
 
 
 def test_the_app_role_cannot_bypass_row_level_security_and_the_owner_cannot_log_in(upgraded_database):
-    roles = dict((name, rest) for name, *rest in run_admin(
-        "select rolname, rolsuper, rolbypassrls, rolcanlogin from pg_roles where rolname in (:owner, :app)",
-        owner=schema.OWNER_ROLE, app=schema.APP_ROLE))
+    roles = dict(
+        (name, rest)
+        for name, *rest in run_admin(
+            "select rolname, rolsuper, rolbypassrls, rolcanlogin from pg_roles where rolname in (:owner, :app)",
+            owner=schema.OWNER_ROLE,
+            app=schema.APP_ROLE,
+        )
+    )
     assert roles[schema.APP_ROLE] == [False, False, True]
     assert roles[schema.OWNER_ROLE] == [False, False, False]
 
 
 def test_every_table_is_keyed_and_indexed_by_tenant_with_row_level_security_forced(upgraded_database):
     url = upgraded_database.admin_url
-    tables = run_admin("select c.oid, c.relname, pg_get_userbyid(c.relowner), c.relrowsecurity, c.relforcerowsecurity "
-                       "from pg_class c join pg_namespace n on n.oid = c.relnamespace "
-                       "where n.nspname = 'rag_eval' and c.relkind = 'r' and c.relname <> 'alembic_version'", url)
+    tables = run_admin(
+        "select c.oid, c.relname, pg_get_userbyid(c.relowner), c.relrowsecurity, c.relforcerowsecurity "
+        "from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+        "where n.nspname = 'rag_eval' and c.relkind = 'r' and c.relname <> 'alembic_version'",
+        url,
+    )
     assert sorted(row[1] for row in tables) == TABLES
     for oid, name, owner, enabled, forced in tables:
         assert (owner, enabled, forced) == (schema.OWNER_ROLE, True, True), name
-        key = run_admin("select a.attname from pg_index i join pg_attribute a on a.attrelid = i.indrelid "
-                        "and a.attnum = i.indkey[0] where i.indrelid = :oid and i.indisprimary", url, oid=oid)
+        key = run_admin(
+            "select a.attname from pg_index i join pg_attribute a on a.attrelid = i.indrelid "
+            "and a.attnum = i.indkey[0] where i.indrelid = :oid and i.indisprimary",
+            url,
+            oid=oid,
+        )
         assert key == [("tenant_id",)], name
-        indexes = [definition for (definition,) in run_admin(
-            "select pg_get_indexdef(indexrelid) from pg_index where indrelid = :oid", url, oid=oid)]
+        indexes = [
+            definition
+            for (definition,) in run_admin(
+                "select pg_get_indexdef(indexrelid) from pg_index where indrelid = :oid", url, oid=oid
+            )
+        ]
         assert any(definition.endswith("USING btree (tenant_id, created_at)") for definition in indexes), name
-        policies = run_admin("select cmd, roles::text, qual, with_check from pg_policies "
-                             "where schemaname = 'rag_eval' and tablename = :name", url, name=name)
+        policies = run_admin(
+            "select cmd, roles::text, qual, with_check from pg_policies "
+            "where schemaname = 'rag_eval' and tablename = :name",
+            url,
+            name=name,
+        )
         assert len(policies) == 1, name
         command_, roles, using, check = policies[0]
         assert (command_, roles) == ("ALL", "{public}"), name
@@ -77,25 +97,33 @@ def test_every_table_is_keyed_and_indexed_by_tenant_with_row_level_security_forc
 def test_the_migrated_tables_are_exactly_schema_py(upgraded_database):
     engine = create_engine(upgraded_database.admin_url, poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={
-            "include_schemas": True, "compare_type": True, "compare_server_default": True,
-            "include_name": lambda name, kind, _: kind != "schema" or name == schema.SCHEMA,
-            "include_object": lambda obj, name, kind, *_: not (kind == "table" and name == "alembic_version"),
-        })
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "include_schemas": True,
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_name": lambda name, kind, _: kind != "schema" or name == schema.SCHEMA,
+                "include_object": lambda obj, name, kind, *_: not (kind == "table" and name == "alembic_version"),
+            },
+        )
         differences = compare_metadata(context, schema.metadata)
     engine.dispose()
     assert differences == [], "schema.py and the migrations differ: add a revision"
 
 
 def test_the_app_role_may_not_switch_security_off_nor_write_the_revision(upgraded_database):
-    for statement in ("alter table rag_eval.metric_scores disable row level security",
-                      "drop policy tenant_isolation on rag_eval.metric_scores",
-                      "update rag_eval.alembic_version set version_num = 'x'",
-                      "create table rag_eval.sneaky (tenant_id text)"):
+    for statement in (
+        "alter table rag_eval.metric_scores disable row level security",
+        "drop policy tenant_isolation on rag_eval.metric_scores",
+        "update rag_eval.alembic_version set version_num = 'x'",
+        "create table rag_eval.sneaky (tenant_id text)",
+    ):
         with pytest.raises(ProgrammingError, match="must be owner|permission denied"):
             run_admin(statement, upgraded_database.app_url)
-    assert run_admin("select version_num from rag_eval.alembic_version", upgraded_database.app_url) == \
-        [(head_revision(),)]
+    assert run_admin("select version_num from rag_eval.alembic_version", upgraded_database.app_url) == [
+        (head_revision(),)
+    ]
 
 
 def test_downgrade_to_base_then_upgrade_again(scratch_database_factory):
@@ -105,8 +133,9 @@ def test_downgrade_to_base_then_upgrade_again(scratch_database_factory):
     with engine.begin() as connection:
         command.downgrade(alembic_config(connection), "base")
     engine.dispose()
-    assert run_admin("select count(*) from pg_tables where schemaname = 'rag_eval' and tablename <> 'alembic_version'",
-                     url) == [(0,)]
+    assert run_admin(
+        "select count(*) from pg_tables where schemaname = 'rag_eval' and tablename <> 'alembic_version'", url
+    ) == [(0,)]
     assert upgrade(url) == head_revision()
     assert run_admin("select count(*) from pg_policies where schemaname = 'rag_eval'", url) == [(len(TABLES),)]
     assert run_admin("select has_schema_privilege(:app, 'rag_eval', 'usage')", url, app=APP_ROLE) == [(True,)]

@@ -31,30 +31,49 @@ def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(pr
         rival.execute(text(f"create role {schema.OWNER_ROLE} nologin"))
         rival.execute(text(f"create role {schema.APP_ROLE} login"))
         # Two processes, as two test sessions or two deploy jobs would be.
-        upgrades = [subprocess.Popen([sys.executable, "-c", UPGRADE, private_server.url(name)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in names]
+        upgrades = [
+            subprocess.Popen(
+                [sys.executable, "-c", UPGRADE, private_server.url(name)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in names
+        ]
         _wait_until_blocked(private_server, len(names))
         rival.commit()
     engine.dispose()
     outcomes = [process.communicate(timeout=120) for process in upgrades]
-    assert [(process.returncode, out.strip()) for process, (out, _) in zip(upgrades, outcomes)] == \
-        [(0, head_revision())] * len(names), [err for _, err in outcomes]
-    assert sorted(run_admin("select rolname from pg_roles where rolname like 'rag_eval%'", private_server.url())) == \
-        [(schema.APP_ROLE,), (schema.OWNER_ROLE,)]
+    assert [(process.returncode, out.strip()) for process, (out, _) in zip(upgrades, outcomes)] == [
+        (0, head_revision())
+    ] * len(names), [err for _, err in outcomes]
+    assert sorted(run_admin("select rolname from pg_roles where rolname like 'rag_eval%'", private_server.url())) == [
+        (schema.APP_ROLE,),
+        (schema.OWNER_ROLE,),
+    ]
 
 
 def _wait_until_blocked(server, sessions: int, timeout_s: float = 60) -> None:
     """Poll until `sessions` backends wait on a lock (the upgrades, behind the rival's roles)."""
     deadline = time.monotonic() + timeout_s
-    while run_admin("select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
-                    "and application_name = 'rag_eval_pipeline'", server.url())[0][0] < sessions:
+    while (
+        run_admin(
+            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+            "and application_name = 'rag_eval_pipeline'",
+            server.url(),
+        )[0][0]
+        < sessions
+    ):
         assert time.monotonic() < deadline, "the upgrades never reached the roles"
         time.sleep(0.05)
 
 
 def _count(server, tenant: str) -> int:
-    return run_admin(f"select count(*) from {schema.SCHEMA}.{TABLE.name} where tenant_id = :tenant",
-                     server.url("restarts"), tenant=tenant)[0][0]
+    return run_admin(
+        f"select count(*) from {schema.SCHEMA}.{TABLE.name} where tenant_id = :tenant",
+        server.url("restarts"),
+        tenant=tenant,
+    )[0][0]
 
 
 def _write(database, tenant: str, *keys: int) -> None:
@@ -63,8 +82,7 @@ def _write(database, tenant: str, *keys: int) -> None:
             connection.execute(insert(TABLE).values(sample_row(TABLE, tenant, key)))
 
 
-def test_the_same_database_object_works_across_a_restart_and_a_write_to_a_stopped_server_leaves_nothing(
-        private_server):
+def test_the_same_database_object_works_across_a_restart_and_a_write_to_a_stopped_server_leaves_nothing(private_server):
     run_admin("create database restarts", private_server.url())
     upgrade(private_server.url("restarts"))
     database = open_results_database(private_server.url("restarts", user=APP_ROLE), pool_size=1, max_overflow=0)

@@ -49,11 +49,15 @@ def test_after_repeated_deaths_the_remaining_questions_are_not_asked():
 
 def test_a_crash_on_some_questions_fails_only_those():
     long = "What does the incident response runbook say about paging the on-call engineer at night?"
-    outputs = run_entry_point(f"{CANDIDATES}:exits_on_long_questions", _items("Short?", long, "Also short?"), timeout_s=60)
+    outputs = run_entry_point(
+        f"{CANDIDATES}:exits_on_long_questions", _items("Short?", long, "Also short?"), timeout_s=60
+    )
 
     assert [o.status for o in outputs] == [OK, FAILED, OK]
     assert outputs[1].error == "the candidate process ended (exit code 3) without answering"
-    assert outputs[2].answer == "A short answer." and outputs[2].contexts == [{"id": "doc#0", "text": "A short answer."}]
+    assert outputs[2].answer == "A short answer." and outputs[2].contexts == [
+        {"id": "doc#0", "text": "A short answer."}
+    ]
 
 
 def test_sys_exit_and_printing_do_not_disturb_the_protocol():

@@ -43,7 +43,10 @@ def flaky_candidate(question: str) -> dict:
         return "just an answer"
     if question == "contexts":
         return {"answer": "x", "contexts": [{"id": "a#0"}]}  # a context without text
-    return {"answer": f"answer to {question}", "contexts": [{"id": 7, "text": "first"}, {"id": "b#1", "text": "second"}]}
+    return {
+        "answer": f"answer to {question}",
+        "contexts": [{"id": 7, "text": "first"}, {"id": "b#1", "text": "second"}],
+    }
 
 
 def test_run_candidate_records_failures_per_item_and_goes_on():
@@ -107,12 +110,15 @@ def test_validate_output_defaults_missing_contexts_and_ids():
 # --- candidate specs -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, kind, value", [
-    ("reference", "reference", ""),
-    ("runs/outputs.jsonl", "outputs_file", "runs/outputs.jsonl"),
-    ("my_rag.pipeline:answer", "entry_point", "my_rag.pipeline:answer"),
-    ("os:path.join", "entry_point", "os:path.join"),
-])
+@pytest.mark.parametrize(
+    "text, kind, value",
+    [
+        ("reference", "reference", ""),
+        ("runs/outputs.jsonl", "outputs_file", "runs/outputs.jsonl"),
+        ("my_rag.pipeline:answer", "entry_point", "my_rag.pipeline:answer"),
+        ("os:path.join", "entry_point", "os:path.join"),
+    ],
+)
 def test_a_spec_parses_each_kind_and_its_text_reads_back(text, kind, value):
     spec = CandidateSpec.parse(text)
 
@@ -203,11 +209,14 @@ def _write_lines(path, lines):
 
 
 def test_outputs_file_with_invalid_json_names_the_line(tmp_path):
-    path = _write_lines(tmp_path / "out.jsonl", [
-        json.dumps({"qa_id": "a", "answer": "x", "contexts": []}),
-        "",
-        '{"qa_id": "b", "answer": ',
-    ])
+    path = _write_lines(
+        tmp_path / "out.jsonl",
+        [
+            json.dumps({"qa_id": "a", "answer": "x", "contexts": []}),
+            "",
+            '{"qa_id": "b", "answer": ',
+        ],
+    )
 
     with pytest.raises(CandidateError) as error:
         outputs_from_text(outputs_text(path), [{"qa_id": "a", "question": "q"}])
@@ -234,12 +243,15 @@ def test_outputs_file_matches_items_and_fails_missing_ones(tmp_path):
         {"qa_id": "missing", "question": "Question three?"},
         {"qa_id": "malformed", "question": "Question four?"},
     ]
-    path = _write_lines(tmp_path / "out.jsonl", [
-        json.dumps({"qa_id": "malformed", "answer": None}),
-        json.dumps({"question": "Question two?", "answer": "two", "contexts": [{"id": "c#2", "text": "ctx two"}]}),
-        json.dumps({"qa_id": "by-id", "answer": "one", "contexts": [{"id": "c#1", "text": "ctx one"}]}),
-        json.dumps({"qa_id": "not-in-golden-set", "answer": "stray"}),
-    ])
+    path = _write_lines(
+        tmp_path / "out.jsonl",
+        [
+            json.dumps({"qa_id": "malformed", "answer": None}),
+            json.dumps({"question": "Question two?", "answer": "two", "contexts": [{"id": "c#2", "text": "ctx two"}]}),
+            json.dumps({"qa_id": "by-id", "answer": "one", "contexts": [{"id": "c#1", "text": "ctx one"}]}),
+            json.dumps({"qa_id": "not-in-golden-set", "answer": "stray"}),
+        ],
+    )
 
     outputs = outputs_from_text(outputs_text(path), items)
 
@@ -326,7 +338,9 @@ def test_reference_candidate_rejects_top_k_below_one(embedder):
 
 
 def test_reference_candidate_embeds_chunks_once(embedder):
-    candidate = ReferenceCandidate(["a#0", "b#0"], ["Unique text alpha 7781.", "Unique text beta 7782."], embedder, top_k=1)
+    candidate = ReferenceCandidate(
+        ["a#0", "b#0"], ["Unique text alpha 7781.", "Unique text beta 7782."], embedder, top_k=1
+    )
 
     assert candidate.chunk_vectors.shape == (2, 384)
     assert np.allclose(np.linalg.norm(candidate.chunk_vectors, axis=1), 1.0, atol=1e-4)
@@ -342,10 +356,13 @@ def test_an_entry_point_whose_text_reads_as_an_outputs_file_is_refused():
 def test_an_empty_outputs_file_or_one_without_a_usable_record_is_a_candidate_error(tmp_path):
     with pytest.raises(CandidateError, match="holds no records"):
         outputs_text(_write_lines(tmp_path / "empty.jsonl", [""]))
-    unusable = _write_lines(tmp_path / "unusable.jsonl", [
-        json.dumps({"qa_id": "a", "answer": None}),
-        json.dumps({"answer": "nothing says which question this answers"}),
-    ])
+    unusable = _write_lines(
+        tmp_path / "unusable.jsonl",
+        [
+            json.dumps({"qa_id": "a", "answer": None}),
+            json.dumps({"answer": "nothing says which question this answers"}),
+        ],
+    )
     with pytest.raises(CandidateError, match=r"no usable record: line 1: 'answer' must be a string; line 2: .*'qa_id'"):
         outputs_text(unusable)
 
@@ -356,12 +373,21 @@ LIMIT = 20_000  # MAX_FIELD_CHARS, the limit `rag-eval evaluate` applies to each
 def test_an_over_long_field_fails_its_item_with_the_reason(tmp_path):
     items = [{"qa_id": name, "question": f"Question {name}?"} for name in ("answer", "context", "echo", "fits")]
     huge = "Refunds are processed quickly. " * 33_000  # about 1 MB: minutes of scoring per item
-    path = _write_lines(tmp_path / "out.jsonl", [
-        json.dumps({"qa_id": "answer", "answer": huge, "contexts": []}),
-        json.dumps({"qa_id": "context", "answer": "short", "contexts": [{"id": "c", "text": "ok"}, {"id": "d", "text": huge}]}),
-        json.dumps({"qa_id": "echo", "question": huge, "answer": "short", "contexts": []}),
-        json.dumps({"qa_id": "fits", "answer": "a" * LIMIT, "contexts": [{"id": "c", "text": "b" * LIMIT}]}),
-    ])
+    path = _write_lines(
+        tmp_path / "out.jsonl",
+        [
+            json.dumps({"qa_id": "answer", "answer": huge, "contexts": []}),
+            json.dumps(
+                {
+                    "qa_id": "context",
+                    "answer": "short",
+                    "contexts": [{"id": "c", "text": "ok"}, {"id": "d", "text": huge}],
+                }
+            ),
+            json.dumps({"qa_id": "echo", "question": huge, "answer": "short", "contexts": []}),
+            json.dumps({"qa_id": "fits", "answer": "a" * LIMIT, "contexts": [{"id": "c", "text": "b" * LIMIT}]}),
+        ],
+    )
 
     by_id = {o.qa_id: o for o in outputs_from_text(outputs_text(path), items)}
 
@@ -376,8 +402,16 @@ def test_an_over_long_field_fails_its_item_with_the_reason(tmp_path):
 
 def test_a_lone_surrogate_in_an_output_becomes_a_replacement_character(tmp_path):
     path = tmp_path / "out.jsonl"
-    path.write_text(json.dumps({"qa_id": "a", "answer": "Kept 90 days.\ud800",
-                                "contexts": [{"id": "c\udfff", "text": "Logs are kept 90 days.\udbff"}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "qa_id": "a",
+                "answer": "Kept 90 days.\ud800",
+                "contexts": [{"id": "c\udfff", "text": "Logs are kept 90 days.\udbff"}],
+            }
+        )
+        + "\n"
+    )
 
     (output,) = outputs_from_text(outputs_text(path), [{"qa_id": "a", "question": "How long?"}])
 

@@ -18,17 +18,32 @@ RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 CONTEXT = "Refunds are processed within 14 days of the request. Store credit never expires."
 
 RAGAS_ROWS = [
-    {"id": "a", "user_input": "How long do refunds take?", "retrieved_contexts": [CONTEXT],
-     "response": "Refunds are processed within 14 days of the request.",
-     "reference": "Refunds are processed within 14 days.", "retrieved_context_ids": ["policy#0"],
-     "reference_context_ids": ["policy#0"]},
-    {"id": "b", "user_input": "How long do refunds take?", "retrieved_contexts": [CONTEXT],
-     "response": "Refunds are processed within 45 days of the request.",
-     "reference": "Refunds are processed within 14 days.", "retrieved_context_ids": ["other#3"],
-     "reference_context_ids": ["policy#0"]},
+    {
+        "id": "a",
+        "user_input": "How long do refunds take?",
+        "retrieved_contexts": [CONTEXT],
+        "response": "Refunds are processed within 14 days of the request.",
+        "reference": "Refunds are processed within 14 days.",
+        "retrieved_context_ids": ["policy#0"],
+        "reference_context_ids": ["policy#0"],
+    },
+    {
+        "id": "b",
+        "user_input": "How long do refunds take?",
+        "retrieved_contexts": [CONTEXT],
+        "response": "Refunds are processed within 45 days of the request.",
+        "reference": "Refunds are processed within 14 days.",
+        "retrieved_context_ids": ["other#3"],
+        "reference_context_ids": ["policy#0"],
+    },
     {"id": "c", "user_input": "", "retrieved_contexts": [CONTEXT], "response": "x", "reference": "y"},
-    {"id": "d", "user_input": "Does store credit expire?", "retrieved_contexts": "not a list", "response": "No.",
-     "reference": "Store credit never expires."},
+    {
+        "id": "d",
+        "user_input": "Does store credit expire?",
+        "retrieved_contexts": "not a list",
+        "response": "No.",
+        "reference": "Store credit never expires.",
+    },
 ]
 
 
@@ -39,13 +54,18 @@ def _run(tmp_path, rows, suffix, out_suffix=".jsonl", *extra):
         source.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     elif suffix == ".csv":
         for column in ("retrieved_contexts", "retrieved_context_ids", "reference_context_ids"):
-            frame[column] = frame[column].map(lambda v: json.dumps(v) if isinstance(v, list) else ("" if v is None or v != v else str(v)))
+            frame[column] = frame[column].map(
+                lambda v: json.dumps(v) if isinstance(v, list) else ("" if v is None or v != v else str(v))
+            )
         frame.to_csv(source, index=False)
     out = tmp_path / f"out{out_suffix}"
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse")}
     completed = subprocess.run(
         [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), *extra],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     return completed, out
 
@@ -74,7 +94,9 @@ def test_csv_with_json_lists_and_a_metric_subset_to_parquet(tmp_path):
 
 
 def test_unmeasured_metrics_say_why(tmp_path):
-    rows = [{"question": "Does store credit expire?", "contexts": [CONTEXT], "answer": "I don't know.", "ground_truth": ""}]
+    rows = [
+        {"question": "Does store credit expire?", "contexts": [CONTEXT], "answer": "I don't know.", "ground_truth": ""}
+    ]
     completed, out = _run(tmp_path, rows, ".jsonl", ".jsonl", "--metrics", "faithfulness,hit_rate,context_recall")
     assert completed.returncode == 0, completed.stderr
     result = pd.read_json(out, lines=True).iloc[0]
@@ -83,10 +105,16 @@ def test_unmeasured_metrics_say_why(tmp_path):
     assert result["context_recall_status"].startswith("unmeasured: no ground-truth")
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--metrics", "faithfulness,bleu"), "unknown metrics ['bleu']"),
-    (("--judge", "llm", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"), "judge server at http://127.0.0.1:9/v1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--metrics", "faithfulness,bleu"), "unknown metrics ['bleu']"),
+        (
+            ("--judge", "llm", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+            "judge server at http://127.0.0.1:9/v1",
+        ),
+    ],
+)
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     completed, _ = _run(tmp_path, RAGAS_ROWS[:1], ".jsonl", ".jsonl", *args)
     assert completed.returncode == 2
@@ -95,8 +123,11 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
 
 # --- bad rows in a JSONL file: one run, several findings -------------------------------------------
 
-FAITHFUL = {"question": "How long do refunds take?", "contexts": [CONTEXT],
-            "answer": "Refunds are processed within 14 days of the request."}
+FAITHFUL = {
+    "question": "How long do refunds take?",
+    "contexts": [CONTEXT],
+    "answer": "Refunds are processed within 14 days of the request.",
+}
 BAD_LINES = [
     json.dumps({"id": "a", **FAITHFUL}),
     "",
@@ -115,7 +146,10 @@ def bad_lines_run(tmp_path_factory):
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(folder / "warehouse")}
     completed = subprocess.run(
         [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,hit_rate"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr
     assert "Traceback" not in completed.stderr
@@ -151,15 +185,32 @@ def test_a_lone_surrogate_is_scored_as_a_replacement_character(tmp_path, out_suf
     UTF-8 writer or hash does. The row is scored with U+FFFD in its place, not the whole run lost."""
     rows = [
         {**FAITHFUL, "id": "q\ud800", "question": "How long do refunds take?\ud800"},
-        {**FAITHFUL, "id": "a", "answer": FAITHFUL["answer"] + " \udfff",
-         "contexts": [CONTEXT + " \udbff"], "ground_truth": "Refunds take 14 days.\ud83d"},
+        {
+            **FAITHFUL,
+            "id": "a",
+            "answer": FAITHFUL["answer"] + " \udfff",
+            "contexts": [CONTEXT + " \udbff"],
+            "ground_truth": "Refunds take 14 days.\ud83d",
+        },
         {**FAITHFUL, "id": "pair", "answer": FAITHFUL["answer"] + " \U0001f600"},  # a whole pair stays itself
     ]
     source, out = tmp_path / "in.jsonl", tmp_path / f"out{out_suffix}"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="ascii")  # escapes, as JSON allows
     completed = subprocess.run(
-        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,answer_correctness"],
-        capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=300,
+        [
+            RAG_EVAL,
+            "evaluate",
+            "--input",
+            str(source),
+            "--out",
+            str(out),
+            "--metrics",
+            "faithfulness,answer_correctness",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
+        timeout=300,
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -175,7 +226,10 @@ def test_an_empty_input_is_refused_in_one_line(tmp_path):
     source.write_text("")
     completed = subprocess.run(
         [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl")],
-        capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=120,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
+        timeout=120,
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [f"error: input {source} holds no rows"]
@@ -190,17 +244,20 @@ def _refuse_to_judge(judge):
     raise AssertionError("the judge was built: the arguments were not checked first")
 
 
-@pytest.mark.parametrize("extra, out_name, message", [
-    ((), "scores.txt", "unsupported format '.txt'"),
-    ((), "a-file/scores.jsonl", "a-file is not a folder"),
-    ((), "a-folder.jsonl", "a-folder.jsonl is a folder"),
-    ((), "in.jsonl", "would overwrite the input"),
-    (("--metrics", ","), "scores.jsonl", "--metrics names no metric"),
-    (("--metrics", "faithfulness,bleu"), "scores.jsonl", "unknown metrics ['bleu']"),
-    (("--k", "0"), "scores.jsonl", "--k must be at least 1, got 0"),
-    (("--k", "-3"), "scores.jsonl", "--k must be at least 1, got -3"),
-    (("--judge", "llm", "--concurrency", "0"), "scores.jsonl", "--concurrency must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "extra, out_name, message",
+    [
+        ((), "scores.txt", "unsupported format '.txt'"),
+        ((), "a-file/scores.jsonl", "a-file is not a folder"),
+        ((), "a-folder.jsonl", "a-folder.jsonl is a folder"),
+        ((), "in.jsonl", "would overwrite the input"),
+        (("--metrics", ","), "scores.jsonl", "--metrics names no metric"),
+        (("--metrics", "faithfulness,bleu"), "scores.jsonl", "unknown metrics ['bleu']"),
+        (("--k", "0"), "scores.jsonl", "--k must be at least 1, got 0"),
+        (("--k", "-3"), "scores.jsonl", "--k must be at least 1, got -3"),
+        (("--judge", "llm", "--concurrency", "0"), "scores.jsonl", "--concurrency must be at least 1, got 0"),
+    ],
+)
 def test_bad_arguments_are_refused_before_any_work(tmp_path, monkeypatch, capsys, extra, out_name, message):
     monkeypatch.setattr(files, "build_judge", _refuse_to_judge)
     source = tmp_path / "in.jsonl"

@@ -51,13 +51,13 @@ def judged(metric: str, example, judge):
 @pytest.mark.parametrize(
     "contexts, gold, k, expected_hit, expected_mrr",
     [
-        (ranked("g", "b", "c", "d", "e"), ["g"], 5, 1.0, 1.0),        # gold at rank 1
-        (ranked("a", "b", "g", "d", "e"), ["g"], 5, 1.0, 1 / 3),      # gold at rank 3
-        (ranked("a", "b", "c", "d", "e"), ["g"], 5, 0.0, 0.0),        # gold absent
-        (ranked("a", "b", "c", "g", "e"), ["g"], 3, 0.0, 0.0),        # gold at rank 4, cut off at k=3
-        (ranked("a", "b", "c", "g", "e"), ["g"], 4, 1.0, 0.25),       # ... and inside k=4
-        (ranked("a", "h", "c", "g"), ["g", "h"], 5, 1.0, 0.5),        # several gold ids: the first one found counts
-        ([], ["g"], 5, 0.0, 0.0),                                     # nothing retrieved
+        (ranked("g", "b", "c", "d", "e"), ["g"], 5, 1.0, 1.0),  # gold at rank 1
+        (ranked("a", "b", "g", "d", "e"), ["g"], 5, 1.0, 1 / 3),  # gold at rank 3
+        (ranked("a", "b", "c", "d", "e"), ["g"], 5, 0.0, 0.0),  # gold absent
+        (ranked("a", "b", "c", "g", "e"), ["g"], 3, 0.0, 0.0),  # gold at rank 4, cut off at k=3
+        (ranked("a", "b", "c", "g", "e"), ["g"], 4, 1.0, 0.25),  # ... and inside k=4
+        (ranked("a", "h", "c", "g"), ["g", "h"], 5, 1.0, 0.5),  # several gold ids: the first one found counts
+        ([], ["g"], 5, 0.0, 0.0),  # nothing retrieved
     ],
 )
 def test_hit_rate_and_mrr_on_hand_made_rankings(contexts, gold, k, expected_hit, expected_mrr):
@@ -211,7 +211,9 @@ def test_answer_relevance_is_zero_for_i_dont_know_with_a_typographic_apostrophe(
 
 def test_answer_relevance_prefers_an_on_topic_answer(offline_judge):
     on_topic = judged("answer_relevance", item(answer=LOGS), offline_judge)
-    off_topic = judged("answer_relevance", item(answer="The cafeteria serves vegetarian lasagne every Thursday."), offline_judge)
+    off_topic = judged(
+        "answer_relevance", item(answer="The cafeteria serves vegetarian lasagne every Thursday."), offline_judge
+    )
 
     assert on_topic.status == off_topic.status == OK
     assert 0.0 <= off_topic.score < on_topic.score <= 1.0
@@ -235,10 +237,10 @@ def test_answer_relevance_is_unmeasured_for_an_empty_answer(offline_judge):
         (-0.1, OK, ""),
         (float("inf"), OK, ""),
         (None, OK, ""),
-        (None, UNMEASURED, ""),          # unmeasured must say why
-        (0.5, UNMEASURED, "no gold"),    # unmeasured has no score
+        (None, UNMEASURED, ""),  # unmeasured must say why
+        (0.5, UNMEASURED, "no gold"),  # unmeasured has no score
         (float("nan"), UNMEASURED, "x"),
-        (0.5, "maybe", "x"),             # unknown status
+        (0.5, "maybe", "x"),  # unknown status
     ],
 )
 def test_metric_result_refuses_invalid_results(score, status, reason):
@@ -284,7 +286,9 @@ def test_score_item_rejects_unknown_metric_names(offline_judge):
         score_item(item(), offline_judge, metrics=("mrr", "bleu"))
 
 
-@pytest.mark.parametrize("answer", ["I don't know.", "I don\u2019t know.", "The context does not give enough information to answer."])
+@pytest.mark.parametrize(
+    "answer", ["I don't know.", "I don\u2019t know.", "The context does not give enough information to answer."]
+)
 def test_a_noncommittal_answer_has_no_statement_to_verify(answer, offline_judge):
     result = judged("faithfulness", item(answer=answer), offline_judge)
 

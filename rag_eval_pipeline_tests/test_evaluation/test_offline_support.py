@@ -139,8 +139,14 @@ def _pairwise_faithfulness(records: list[dict]) -> float:
 # unchecked and a wrong entity that the knowledge names is found in it, so those pairs tie (0.5) by design; two
 # right answers that join two sentences of the knowledge ("... not allowed on board" about "the Marigold")
 # are judged unsupported. A floor of 0.5 still fails a judge that prefers the hallucinated answer.
-OWN_PAIR_FLOORS = {"entity": 1.0, "number": 1.0, "added_claim": 1.0, "negation": 0.75, "yes_no": 0.5,
-                   "other_entity": 0.5}
+OWN_PAIR_FLOORS = {
+    "entity": 1.0,
+    "number": 1.0,
+    "added_claim": 1.0,
+    "negation": 0.75,
+    "yes_no": 0.5,
+    "other_entity": 0.5,
+}
 
 
 def test_own_hallucination_pairs_agreement_does_not_regress():

@@ -203,9 +203,15 @@ def score_tables(draw) -> pd.DataFrame:
     for metric in metrics:
         for i in range(n_items):
             score = draw(st.none() | unit_scores)
-            rows.append({"qa_id": f"q{i}", "metric": metric, "score": score,
-                         "status": "ok" if score is not None else "unmeasured",
-                         "reason": "" if score is not None else "judge timed out"})
+            rows.append(
+                {
+                    "qa_id": f"q{i}",
+                    "metric": metric,
+                    "score": score,
+                    "status": "ok" if score is not None else "unmeasured",
+                    "reason": "" if score is not None else "judge timed out",
+                }
+            )
     return pd.DataFrame(rows, columns=["qa_id", "metric", "score", "status", "reason"])
 
 

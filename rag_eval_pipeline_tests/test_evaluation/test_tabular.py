@@ -10,8 +10,12 @@ from rag_eval_pipeline.evaluation.tabular import duplicate_ids, read_rows, resul
 from rag_eval_pipeline.core.judging.results import measured
 from rag_eval_pipeline.core.jsonl import iter_json_lines, read_json_lines
 
-ROW = {"question": "How long do refunds take?", "contexts": ["Refunds take 14 days."], "answer": "14 days.",
-       "ground_truth": "Refunds take 14 days."}
+ROW = {
+    "question": "How long do refunds take?",
+    "contexts": ["Refunds take 14 days."],
+    "answer": "14 days.",
+    "ground_truth": "Refunds take 14 days.",
+}
 
 
 def test_unsupported_input_format_is_refused(tmp_path):
@@ -25,9 +29,15 @@ def test_context_ids_must_match_contexts():
     assert items == [] and bad[0].reason == "1 context ids for 2 contexts"
 
 
-@pytest.mark.parametrize("field, name", [
-    ("question", "question"), ("answer", "answer"), ("ground_truth", "ground truth"), ("contexts", "context 2"),
-])
+@pytest.mark.parametrize(
+    "field, name",
+    [
+        ("question", "question"),
+        ("answer", "answer"),
+        ("ground_truth", "ground truth"),
+        ("contexts", "context 2"),
+    ],
+)
 def test_each_text_field_is_limited_and_the_reason_names_it(field, name):
     def row(size):
         text = "x" * size
@@ -37,7 +47,10 @@ def test_each_text_field_is_limited_and_the_reason_names_it(field, name):
 
     assert [number for number, _ in items] == [1]  # exactly at the limit is scored
     assert bad[0].row_number == 2
-    assert bad[0].reason == f"{name} is {MAX_FIELD_CHARS + 1:,} characters, over the limit of {MAX_FIELD_CHARS:,} per field"
+    assert (
+        bad[0].reason
+        == f"{name} is {MAX_FIELD_CHARS + 1:,} characters, over the limit of {MAX_FIELD_CHARS:,} per field"
+    )
 
 
 def test_rows_are_keyed_by_position_so_a_shared_id_keeps_each_rows_result(tmp_path):
@@ -82,7 +95,9 @@ def test_each_bad_line_is_reported_with_its_number_and_the_rest_still_read(tmp_p
 
     assert [(line.number, line.record) for line in lines if line.record] == [(1, {"a": 1}), (7, {"c": 3})]
     assert [(line.number, line.problem.split(" (")[0]) for line in lines if not line.record] == [
-        (3, "expected a JSON object, got a JSON array"), (4, "not utf-8 text"), (5, "not valid JSON"),
+        (3, "expected a JSON object, got a JSON array"),
+        (4, "not utf-8 text"),
+        (5, "not valid JSON"),
         (6, "expected a JSON object, got a JSON string"),
     ]
     with pytest.raises(ValueError, match=r"in.jsonl line 3: expected a JSON object"):
@@ -98,7 +113,9 @@ def test_a_byte_order_mark_is_not_a_bad_first_line(tmp_path):
     assert [row.problem for row in rows] == [""] and rows[0].record["question"] == ROW["question"]
 
 
-@pytest.mark.parametrize("name, content", [("blank.jsonl", "\n  \n\t\n"), ("header.csv", "question,answer\n"), ("none.csv", "")])
+@pytest.mark.parametrize(
+    "name, content", [("blank.jsonl", "\n  \n\t\n"), ("header.csv", "question,answer\n"), ("none.csv", "")]
+)
 def test_files_without_data_rows_have_no_rows(tmp_path, name, content):
     source = tmp_path / name
     source.write_text(content)

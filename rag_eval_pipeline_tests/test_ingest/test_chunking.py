@@ -14,8 +14,13 @@ from rag_eval_pipeline.core.text import split_sentences, tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"
-DEMO_MARKUP = ["data-retention-policy.md", "expense-and-travel-policy.md", "incident-response-runbook.md",
-               "routewise-api-spec.md", "oncall-handbook.txt"]
+DEMO_MARKUP = [
+    "data-retention-policy.md",
+    "expense-and-travel-policy.md",
+    "incident-response-runbook.md",
+    "routewise-api-spec.md",
+    "oncall-handbook.txt",
+]
 
 
 # An independent token counter (same definition as the module's docstring: words and punctuation marks).
@@ -55,11 +60,23 @@ def _sections(markdown: str) -> list[tuple[str, list[str]]]:
 
 
 def _long_paragraph(n: int = 12) -> str:
-    ordinals = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
-                "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth"]
-    return " ".join(
-        f"The {ordinals[i]} rule says that crates in aisle {i + 1} are checked weekly." for i in range(n)
-    )
+    ordinals = [
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "thirteenth",
+        "fourteenth",
+    ]
+    return " ".join(f"The {ordinals[i]} rule says that crates in aisle {i + 1} are checked weekly." for i in range(n))
 
 
 # --- size limit ------------------------------------------------------------------------------
@@ -76,8 +93,15 @@ def _assert_within_max_tokens(document: Document, config: ChunkingConfig) -> Non
 
 
 @pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
-@pytest.mark.parametrize("filename", ["furniture/story.pdf", "furniture/data-sharing-agreement.pdf",
-                                      "furniture/annual-report.pdf", "edge/two-columns.pdf"])
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "furniture/story.pdf",
+        "furniture/data-sharing-agreement.pdf",
+        "furniture/annual-report.pdf",
+        "edge/two-columns.pdf",
+    ],
+)
 def test_no_chunk_of_our_pdfs_exceeds_max_tokens(awkward_corpus, filename, config):
     _assert_within_max_tokens(read_document(awkward_corpus.root / filename, filename), config)
 
@@ -194,7 +218,9 @@ def test_adding_another_document_does_not_change_a_documents_chunks(tmp_path):
 
     def chunks_of_spec():
         documents = {d.path: d for d in read_documents(tmp_path).documents}
-        return [(c.chunk_id, c.text, c.content_hash) for c in chunk_document(documents["routewise-api-spec.md"], config)]
+        return [
+            (c.chunk_id, c.text, c.content_hash) for c in chunk_document(documents["routewise-api-spec.md"], config)
+        ]
 
     before = chunks_of_spec()
     shutil.copy(DEMO / "data-retention-policy.md", tmp_path / "a-first.md")  # sorts before the spec
@@ -234,7 +260,7 @@ def test_pieces_of_a_long_paragraph_share_overlap_text(tmp_path):
         shared = [s for s in cur_sentences if s in prev_sentences]
         assert shared, f"no overlap between {previous.chunk_id} and {current.chunk_id}"
         # The shared text is the tail of one piece and the head of the next, within the overlap budget.
-        assert prev_sentences[-len(shared):] == shared == cur_sentences[: len(shared)]
+        assert prev_sentences[-len(shared) :] == shared == cur_sentences[: len(shared)]
         assert n_tokens(" ".join(shared)) <= config.overlap_tokens
         # And the next piece adds new text.
         assert len(cur_sentences) > len(shared)

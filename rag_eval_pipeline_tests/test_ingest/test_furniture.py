@@ -89,7 +89,9 @@ def annual_report(awkward_corpus) -> Parsed:
 
 def test_a_running_title_its_page_numbers_and_a_rare_watermark_go_and_nothing_else(chronicle):
     raw, kept = chronicle.raw, chronicle.kept_lines()
-    assert [number for number, page in enumerate(raw, start=1) if awkward.WATERMARK in page] == list(awkward.WATERMARK_PAGES)
+    assert [number for number, page in enumerate(raw, start=1) if awkward.WATERMARK in page] == list(
+        awkward.WATERMARK_PAGES
+    )
     assert all(_lines(page)[0] == awkward.CHRONICLE_TITLE for page in raw)
 
     assert not any(line == awkward.CHRONICLE_TITLE for page in kept for line in page)
@@ -113,9 +115,13 @@ def test_a_three_line_header_goes_and_the_word_lists_stay(word_lists):
     assert not any(line.startswith("Long vowel word lists") for page in kept for line in page)
     assert not any(line.startswith("Word lists by the Halcyon Reading Club") for page in kept for line in page)
     for number, lost in enumerate(word_lists.lost_lines(), start=1):
-        assert sorted(lost) == sorted([
-            awkward.WORD_LISTS_HEADER.format(n=number), awkward.WORD_LISTS_CREDIT, awkward.WORD_LISTS_CREDIT_END,
-        ])
+        assert sorted(lost) == sorted(
+            [
+                awkward.WORD_LISTS_HEADER.format(n=number),
+                awkward.WORD_LISTS_CREDIT,
+                awkward.WORD_LISTS_CREDIT_END,
+            ]
+        )
     for number in awkward.WORD_LISTS_REVIEW_PAGES:  # a one-word line at a third of the pages' feet is text
         assert kept[number - 1][-1] == "Review"
     assert word_lists.document.title == "Silent E Drills"  # the first heading of the body, not the running header
@@ -141,9 +147,13 @@ def test_a_download_stamp_goes_even_when_merged_and_so_do_the_page_numbers(artic
 
 def test_a_header_block_with_page_n_of_m_is_removed(agreement):
     for number, lost in enumerate(agreement.lost_lines(), start=1):
-        assert sorted(lost) == sorted([
-            awkward.AGREEMENT_HEADER, awkward.AGREEMENT_SUBHEADER, f"Page {number} of {awkward.AGREEMENT_PAGES}",
-        ])
+        assert sorted(lost) == sorted(
+            [
+                awkward.AGREEMENT_HEADER,
+                awkward.AGREEMENT_SUBHEADER,
+                f"Page {number} of {awkward.AGREEMENT_PAGES}",
+            ]
+        )
     assert agreement.document.title == "Open Data Licence for Harbour Sensor Readings"
 
 
@@ -168,8 +178,9 @@ def test_roman_front_matter_numbers_dashed_page_numbers_and_the_running_header_g
     assert annual_report.document.title == "Annual Report of the Port of Keller"
 
 
-def test_no_chunk_heading_of_our_pdfs_is_a_furniture_line(chronicle, word_lists, article, agreement, style_guide,
-                                                           annual_report):
+def test_no_chunk_heading_of_our_pdfs_is_a_furniture_line(
+    chronicle, word_lists, article, agreement, style_guide, annual_report
+):
     for parsed in (chronicle, word_lists, article, agreement, style_guide, annual_report):
         removed = {line for lost in parsed.lost_lines() for line in lost}
         assert removed
@@ -246,11 +257,13 @@ def test_closed_syllables_loses_its_three_line_header_and_keeps_the_word_lists(c
     assert not any(line.startswith("Closed syllable word lists") for page in kept for line in page)
     assert not any(line.startswith("Phonics word lists by Susan Jones") for page in kept for line in page)
     for number, lost in enumerate(closed_syllables.lost_lines(), start=1):
-        assert sorted(lost) == sorted([
-            f"Closed syllable word lists {number}",
-            "Phonics word lists by Susan Jones licensed under Creative Commons Attribution 4.0 International",
-            "License",
-        ])
+        assert sorted(lost) == sorted(
+            [
+                f"Closed syllable word lists {number}",
+                "Phonics word lists by Susan Jones licensed under Creative Commons Attribution 4.0 International",
+                "License",
+            ]
+        )
     assert closed_syllables.document.title != "Closed syllable word lists 1"  # no running header as a title
 
 
@@ -296,7 +309,10 @@ def test_no_chunk_heading_is_a_furniture_line(war_of_the_worlds, closed_syllable
 
 
 def test_pdfs_without_furniture_keep_every_line(shared_corpus):
-    for path in (shared_corpus / "pdfs" / "The-Man-Without-A-Body.pdf", shared_corpus / "pdfs" / "docling__multi_page.pdf"):
+    for path in (
+        shared_corpus / "pdfs" / "The-Man-Without-A-Body.pdf",
+        shared_corpus / "pdfs" / "docling__multi_page.pdf",
+    ):
         document = read_document(path, path.name)
 
         assert document.pages == _raw_pages(path)
@@ -332,7 +348,9 @@ def test_a_line_repeated_in_the_page_body_is_kept_while_the_header_goes():
 
 
 def test_blank_lines_between_paragraphs_survive_cleaning():
-    pages = [f"Harbour Annual Report\nFirst paragraph of page {n}.\n\nSecond paragraph of page {n}.\n" for n in range(1, 5)]
+    pages = [
+        f"Harbour Annual Report\nFirst paragraph of page {n}.\n\nSecond paragraph of page {n}.\n" for n in range(1, 5)
+    ]
 
     cleaned = strip_furniture(pages)
 
@@ -340,8 +358,10 @@ def test_blank_lines_between_paragraphs_survive_cleaning():
 
 
 def test_sentences_whose_number_follows_the_page_are_kept():
-    pages = [_page(f"Table {n} lists the tenders of the quarter.", _body(n)[:1], f"Figure {n + 2} shows the quay.")
-             for n in range(1, 6)]
+    pages = [
+        _page(f"Table {n} lists the tenders of the quarter.", _body(n)[:1], f"Figure {n + 2} shows the quay.")
+        for n in range(1, 6)
+    ]
 
     cleaned = strip_furniture(pages)
 
@@ -399,7 +419,10 @@ def test_roman_front_matter_numbers_are_page_numbers():
     cleaned = strip_furniture(pages)
 
     assert [(r.page, r.text, r.kind) for r in cleaned.removed] == [
-        (1, "i", "page_number"), (2, "ii", "page_number"), (3, "iii", "page_number"), (4, "iv", "page_number")
+        (1, "i", "page_number"),
+        (2, "ii", "page_number"),
+        (3, "iii", "page_number"),
+        (4, "iv", "page_number"),
     ]
 
 
@@ -437,8 +460,21 @@ def test_odd_pages_never_raise(pages):
 
 
 _LINES = st.sampled_from(
-    ["", "   ", "Harbour Annual Report", "Page 3", "12", "iv", "- 4 -", "August 2015", "Ships berth at dawn.",
-     "Total 1,234 56", "\x00", "Crews rest.", "The quay is long and the cranes are tall."]
+    [
+        "",
+        "   ",
+        "Harbour Annual Report",
+        "Page 3",
+        "12",
+        "iv",
+        "- 4 -",
+        "August 2015",
+        "Ships berth at dawn.",
+        "Total 1,234 56",
+        "\x00",
+        "Crews rest.",
+        "The quay is long and the cranes are tall.",
+    ]
 )
 
 
@@ -551,7 +587,9 @@ def test_a_table_block_becomes_a_table_chunk_and_keeps_its_text(tmp_path):
 
 def test_a_long_table_is_packed_into_table_chunks_within_the_size_limit(tmp_path):
     rows = [f"Berth {n} {n * 17} {n * 3}.5 {2000 + n}" for n in range(1, 60)]
-    document = _text_document(tmp_path, "berths.txt", "Berths\n\nEvery berth is listed below.\n\n" + "\n".join(rows) + "\n")
+    document = _text_document(
+        tmp_path, "berths.txt", "Berths\n\nEvery berth is listed below.\n\n" + "\n".join(rows) + "\n"
+    )
 
     chunks = chunk_document(document, ChunkingConfig(max_tokens=40, overlap_tokens=0))
 
@@ -601,7 +639,9 @@ def test_a_number_heavy_line_inside_a_sentence_stays_prose(tmp_path):
 
 @pytest.mark.parametrize("line", ["August 2015", "12 March 2021", "Page 4", "- 7 -", "2019 2020 2021"])
 def test_dates_page_numbers_and_table_rows_are_never_headings(tmp_path, line):
-    text = f"Harbour report\n\nThe harbour opened a new quay last spring.\n\n{line}\n\nShips now berth within the hour.\n"
+    text = (
+        f"Harbour report\n\nThe harbour opened a new quay last spring.\n\n{line}\n\nShips now berth within the hour.\n"
+    )
     document = _text_document(tmp_path, "report.txt", text)
 
     chunks = chunk_document(document)
@@ -636,8 +676,13 @@ def test_the_cut_of_a_line_is_the_same_whatever_the_hash_seed():
         "print(strip_furniture(pages).pages[3].splitlines()[0])\n"
     )
     outputs = {
-        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                       env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+        ).stdout
         for seed in ("1", "2", "3", "4")
     }
     assert len(outputs) == 1
@@ -645,8 +690,21 @@ def test_the_cut_of_a_line_is_the_same_whatever_the_hash_seed():
 
 def test_a_short_page_keeps_a_body_that_is_never_furniture():
     instruction = "Read the passage and answer the questions."
-    pages = ["\n".join([f"Worksheet {n}", "Name the river.", instruction, "Name the town.", "Name the hill.",
-                        "Name the road.", "Name the bridge.", str(n)]) for n in range(1, 11)]
+    pages = [
+        "\n".join(
+            [
+                f"Worksheet {n}",
+                "Name the river.",
+                instruction,
+                "Name the town.",
+                "Name the hill.",
+                "Name the road.",
+                "Name the bridge.",
+                str(n),
+            ]
+        )
+        for n in range(1, 11)
+    ]
 
     cleaned = strip_furniture(pages)
 
@@ -654,9 +712,11 @@ def test_a_short_page_keeps_a_body_that_is_never_furniture():
 
 
 def test_a_number_heavy_line_that_runs_on_into_the_next_stays_prose(tmp_path):
-    text = ("The town grew quickly along the river valley.\n"
-            "Population rose from 1,200 (1990) to 3,400 (2010),\n"
-            "driven by new housing near the station.\n")
+    text = (
+        "The town grew quickly along the river valley.\n"
+        "Population rose from 1,200 (1990) to 3,400 (2010),\n"
+        "driven by new housing near the station.\n"
+    )
     document = _text_document(tmp_path, "growth.txt", text)
 
     chunks = chunk_document(document, ChunkingConfig())

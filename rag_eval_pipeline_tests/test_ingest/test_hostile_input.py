@@ -257,8 +257,11 @@ def test_ingest_assets_record_each_hostile_file_and_go_on(root, hostile_tenant, 
     with instance_for_test() as instance:
         key = register_partition(instance, "acme", "v1")
         result = materialize(
-            ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks"], partition_key=key,
-            instance=instance, resources=local_resources(root, warehouse_root),
+            ALL_ASSETS,
+            selection=["raw_documents", "rejected_documents", "document_chunks"],
+            partition_key=key,
+            instance=instance,
+            resources=local_resources(root, warehouse_root),
         )
     assert result.success
 
@@ -268,8 +271,17 @@ def test_ingest_assets_record_each_hostile_file_and_go_on(root, hostile_tenant, 
     for path, keyword in EXPECTED_REJECTIONS.items():
         assert keyword in rejected[path], (path, rejected[path])
     documents = warehouse.read("acme", "v1", "raw_documents")
-    readable_pdfs = [f"edge/{name}" for name in ("code-and-formula.pdf", "figure-page.pdf", "outline.pdf",
-                                                  "owner-password-only.pdf", "right-to-left.pdf", "two-columns.pdf")]
+    readable_pdfs = [
+        f"edge/{name}"
+        for name in (
+            "code-and-formula.pdf",
+            "figure-page.pdf",
+            "outline.pdf",
+            "owner-password-only.pdf",
+            "right-to-left.pdf",
+            "two-columns.pdf",
+        )
+    ]
     assert sorted(documents["path"]) == sorted(["policy.md", "word.txt", *readable_pdfs])
     chunks = warehouse.read("acme", "v1", "document_chunks")
     assert set(chunks["doc_id"]) == set(documents["doc_id"])

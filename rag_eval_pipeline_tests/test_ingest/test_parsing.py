@@ -78,7 +78,9 @@ def test_demo_pdfs_take_their_title_from_pdf_metadata():
         assert document.title == metadata_title
         assert document.title != Path(document.path).stem  # not the file-name fallback
     # A multi-page PDF keeps one entry per page.
-    assert len(documents["warehouse-safety-standard.pdf"].pages) == len(PdfReader(DEMO / "warehouse-safety-standard.pdf").pages)
+    assert len(documents["warehouse-safety-standard.pdf"].pages) == len(
+        PdfReader(DEMO / "warehouse-safety-standard.pdf").pages
+    )
 
 
 def test_markdown_title_is_its_first_heading_without_hashes():

@@ -26,8 +26,14 @@ from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline_tests.fake_openai_server import DROP, HANG, REFUSE, FakeOpenAIServer, Reply
 
 ITEMS = [
-    EvalItem(f"q{i}", f"How long are {topic} kept?", f"{topic.capitalize()} are kept for {days} days.",
-             [{"id": f"c{i}", "text": f"{topic.capitalize()} are kept for {days} days."}], "", [f"c{i}"])
+    EvalItem(
+        f"q{i}",
+        f"How long are {topic} kept?",
+        f"{topic.capitalize()} are kept for {days} days.",
+        [{"id": f"c{i}", "text": f"{topic.capitalize()} are kept for {days} days."}],
+        "",
+        [f"c{i}"],
+    )
     for i, (topic, days) in enumerate([("API logs", 90), ("audit records", 365), ("backups", 30)])
 ]
 GOOD = Reply(200, json.dumps({"statements": [{"statement": "They are kept.", "verdict": 1}]}))
@@ -56,14 +62,23 @@ def _rerun_requests(cache: JudgeCache, embedder) -> int:
     return len(healthy.requests)
 
 
-@pytest.mark.parametrize(("script", "statuses", "requests", "rerun_requests"), [
-    pytest.param([Reply(500, "internal error", headers=FAST)], {"ok": 3}, 4, 0, id="500-then-ok"),
-    pytest.param([Reply(action=DROP)], {"ok": 3}, 4, 0, id="connection-dropped-then-ok"),
-    pytest.param([Reply(200, "Sure! Here it is:"), Reply(200, "{not json")], {"ok": 2, "unmeasured": 1}, 4, 1,
-                 id="invalid-json-twice"),
-    pytest.param([Reply(200, '{"statements": [', "length")] * 2, {"ok": 2, "unmeasured": 1}, 4, 1,
-                 id="truncated-twice"),
-])
+@pytest.mark.parametrize(
+    ("script", "statuses", "requests", "rerun_requests"),
+    [
+        pytest.param([Reply(500, "internal error", headers=FAST)], {"ok": 3}, 4, 0, id="500-then-ok"),
+        pytest.param([Reply(action=DROP)], {"ok": 3}, 4, 0, id="connection-dropped-then-ok"),
+        pytest.param(
+            [Reply(200, "Sure! Here it is:"), Reply(200, "{not json")],
+            {"ok": 2, "unmeasured": 1},
+            4,
+            1,
+            id="invalid-json-twice",
+        ),
+        pytest.param(
+            [Reply(200, '{"statements": [', "length")] * 2, {"ok": 2, "unmeasured": 1}, 4, 1, id="truncated-twice"
+        ),
+    ],
+)
 def test_faults_that_do_not_stop_the_run(embedder, script, statuses, requests, rerun_requests):
     cache = JudgeCache()
     with FakeOpenAIServer(script, default=GOOD) as server:
@@ -95,7 +110,10 @@ def test_a_server_that_keeps_answering_503_stops_the_run_after_its_retries(embed
     with FakeOpenAIServer(default=Reply(503, "loading model", headers=FAST)) as server:
         message = _failing_run(server, cache, embedder, max_retries=2)
     assert "HTTP 503 (loading model) after 3 attempts" in message
-    assert f"0 finished call(s) are kept in the call cache {tmp_path / 'calls.sqlite'} and 2 call(s) were not sent" in message
+    assert (
+        f"0 finished call(s) are kept in the call cache {tmp_path / 'calls.sqlite'} and 2 call(s) were not sent"
+        in message
+    )
     assert len(server.requests) == 3  # one call's 3 attempts; the other items were not sent to a failing server
     assert _rerun_requests(JudgeCache(tmp_path / "calls.sqlite"), embedder) == 3
 
@@ -143,10 +161,14 @@ PAGE = "<!doctype html><html><head><title>Sign in</title></head><body>Sign in to
 NOT_A_COMPLETION = {
     "html-page": (Reply(200, raw_body=PAGE, content_type="text/html; charset=utf-8"), "an HTML page"),
     "html-labelled-json": (Reply(200, raw_body=PAGE), "an HTML page"),
-    "no-choices": (Reply(200, raw_body=json.dumps({"id": "x", "object": "chat.completion", "choices": []})),
-                   "no choices"),
-    "error-object": (Reply(200, raw_body=json.dumps({"error": {"message": "upstream model overloaded"}})),
-                     "upstream model overloaded"),
+    "no-choices": (
+        Reply(200, raw_body=json.dumps({"id": "x", "object": "chat.completion", "choices": []})),
+        "no choices",
+    ),
+    "error-object": (
+        Reply(200, raw_body=json.dumps({"error": {"message": "upstream model overloaded"}})),
+        "upstream model overloaded",
+    ),
     "json-array": (Reply(200, raw_body="[]"), "not an object, no choices"),
 }
 
@@ -172,13 +194,36 @@ def test_evaluate_with_a_server_answering_html_exits_2_in_one_line(tmp_path):
     rag_eval = str(Path(sys.executable).parent / "rag-eval")
     item = ITEMS[0]
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps({"question": item.question, "answer": item.answer, "contexts": [item.contexts[0]["text"]]}) + "\n")
+    source.write_text(
+        json.dumps({"question": item.question, "answer": item.answer, "contexts": [item.contexts[0]["text"]]}) + "\n"
+    )
     reply, _ = NOT_A_COMPLETION["html-page"]
     with FakeOpenAIServer(default=reply) as server:
         completed = subprocess.run(
-            [rag_eval, "evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl"), "--metrics", "faithfulness",
-             "--judge", "llm", "--base-url", server.base_url, "--model", "fake", "--max-retries", "1", "--cache", ""],
-            capture_output=True, text=True, env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")}, timeout=300,
+            [
+                rag_eval,
+                "evaluate",
+                "--input",
+                str(source),
+                "--out",
+                str(tmp_path / "out.jsonl"),
+                "--metrics",
+                "faithfulness",
+                "--judge",
+                "llm",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "fake",
+                "--max-retries",
+                "1",
+                "--cache",
+                "",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
+            timeout=300,
         )
     assert completed.returncode == 2
     [line] = [line for line in completed.stderr.splitlines() if line.startswith("error: ")]

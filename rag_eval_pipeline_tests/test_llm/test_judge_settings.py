@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 from dagster import (
-    DagsterInvalidConfigError, Definitions, EnvVar, asset, build_resources, define_asset_job, validate_run_config,
+    DagsterInvalidConfigError,
+    Definitions,
+    EnvVar,
+    asset,
+    build_resources,
+    define_asset_job,
+    validate_run_config,
 )
 from pydantic import ValidationError
 
@@ -33,10 +39,18 @@ RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 ITEM = EvalItem("q1", "How long are API logs kept?", "90 days.", [{"id": "a", "text": "Logs are kept for 90 days."}])
 
 
-@pytest.mark.parametrize(("option", "value"), [
-    ("timeout_s", 0), ("timeout_s", -1.0), ("timeout_s", float("nan")), ("timeout_s", float("inf")),
-    ("max_retries", -1), ("max_retries", 1.5), ("concurrency", 0),
-])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("timeout_s", 0),
+        ("timeout_s", -1.0),
+        ("timeout_s", float("nan")),
+        ("timeout_s", float("inf")),
+        ("max_retries", -1),
+        ("max_retries", 1.5),
+        ("concurrency", 0),
+    ],
+)
 def test_settings_out_of_range_are_refused_naming_the_option(option, value):
     with pytest.raises(ValueError, match=option):
         LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", **{option: value})
@@ -48,9 +62,13 @@ def _resource_from_env() -> JudgeResource:
 
 def test_the_environment_sets_the_resource_judges_timeout_and_retries(monkeypatch):
     with FakeOpenAIServer(default=Reply(action=HANG)) as server:
-        for name, value in {"RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_BASE_URL": server.base_url,
-                            "RAG_EVAL_JUDGE_MODEL": "fake", "RAG_EVAL_JUDGE_TIMEOUT_S": "0.3",
-                            "RAG_EVAL_JUDGE_MAX_RETRIES": "0"}.items():
+        for name, value in {
+            "RAG_EVAL_JUDGE": "llm",
+            "RAG_EVAL_JUDGE_BASE_URL": server.base_url,
+            "RAG_EVAL_JUDGE_MODEL": "fake",
+            "RAG_EVAL_JUDGE_TIMEOUT_S": "0.3",
+            "RAG_EVAL_JUDGE_MAX_RETRIES": "0",
+        }.items():
             monkeypatch.setenv(name, value)
         # Resolved as Dagster resolves it at launch: the URL and model are EnvVars until then.
         with build_resources({"judge": _resource_from_env()}) as resources:
@@ -68,13 +86,40 @@ def test_a_malformed_number_in_the_environment_names_its_variable(monkeypatch):
 
 def _evaluate(tmp_path, *options) -> subprocess.CompletedProcess:
     source = tmp_path / "rows.jsonl"
-    source.write_text(json.dumps({"question": ITEM.question, "contexts": ITEM.context_texts, "answer": ITEM.answer,
-                                  "ground_truth": "API logs are kept for 90 days."}) + "\n")
+    source.write_text(
+        json.dumps(
+            {
+                "question": ITEM.question,
+                "contexts": ITEM.context_texts,
+                "answer": ITEM.answer,
+                "ground_truth": "API logs are kept for 90 days.",
+            }
+        )
+        + "\n"
+    )
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse")}
     return subprocess.run(
-        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(tmp_path / "scores.jsonl"),
-         "--metrics", "faithfulness", "--judge", "llm", "--model", "fake", "--cache", "", *options],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            RAG_EVAL,
+            "evaluate",
+            "--input",
+            str(source),
+            "--out",
+            str(tmp_path / "scores.jsonl"),
+            "--metrics",
+            "faithfulness",
+            "--judge",
+            "llm",
+            "--model",
+            "fake",
+            "--cache",
+            "",
+            *options,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -89,7 +134,9 @@ def test_cli_timeout_and_retries_bound_a_hanging_server(tmp_path):
 
 
 def _judge_name(n_questions: int = 3) -> str:
-    return LLMJudge(StructuredLLM(LLMSettings(base_url="http://127.0.0.1:9/v1", model="m")), n_questions=n_questions).name
+    return LLMJudge(
+        StructuredLLM(LLMSettings(base_url="http://127.0.0.1:9/v1", model="m")), n_questions=n_questions
+    ).name
 
 
 def test_the_judge_name_carries_a_prompt_version_that_every_prompt_edit_changes(monkeypatch):
@@ -97,8 +144,9 @@ def test_the_judge_name_carries_a_prompt_version_that_every_prompt_edit_changes(
     assert original == f"llm:m:decomposed:prompt-{prompt_version(3)}"
     assert _judge_name(n_questions=4) != original  # the prompt asks for another number of questions
     edits = [
-        lambda: monkeypatch.setitem(llm_judge.PROMPTS, "ground_truth",
-                                    llm_judge.PROMPTS["ground_truth"].replace("useful", "helpful")),
+        lambda: monkeypatch.setitem(
+            llm_judge.PROMPTS, "ground_truth", llm_judge.PROMPTS["ground_truth"].replace("useful", "helpful")
+        ),
         lambda: monkeypatch.setattr(llm_judge, "SYSTEM", llm_judge.SYSTEM + " Be lenient."),
         lambda: monkeypatch.setitem(llm_judge.SCHEMAS, "answer", llm_judge.StatementVerdicts),
     ]
@@ -134,8 +182,11 @@ def _judged(judge: JudgeResource) -> str:
 
 
 def test_a_bad_kind_mode_or_format_is_refused_by_dagster_at_launch():
-    job = Definitions(assets=[_judged], jobs=[define_asset_job("judged")],
-                      resources={"judge": JudgeResource(embedder=EmbedderResource())}).resolve_job_def("judged")
+    job = Definitions(
+        assets=[_judged],
+        jobs=[define_asset_job("judged")],
+        resources={"judge": JudgeResource(embedder=EmbedderResource())},
+    ).resolve_job_def("judged")
     for field, value in (("kind", "llx"), ("mode", "split"), ("response_format", "json")):
         with pytest.raises(DagsterInvalidConfigError, match=rf"root:resources:judge:config:{field} not in enum type"):
             validate_run_config(job, {"resources": {"judge": {"config": {field: value}}}})
@@ -158,21 +209,37 @@ def test_a_bad_kind_in_the_environment_is_one_line_naming_its_variable(monkeypat
 
 def test_the_resource_defaults_are_the_settings_defaults():
     resource, defaults = JudgeResource(embedder=EmbedderResource()), settings.JudgeSettings()
-    for field in ("kind", "base_url", "model", "api_key", "mode", "response_format", "timeout_s", "max_retries", "concurrency"):
+    for field in (
+        "kind",
+        "base_url",
+        "model",
+        "api_key",
+        "mode",
+        "response_format",
+        "timeout_s",
+        "max_retries",
+        "concurrency",
+    ):
         assert getattr(resource, field) == getattr(defaults, field), field
 
 
 def test_text_the_environment_sets_goes_to_dagster_by_name_the_rest_from_the_settings():
-    environ = {"RAG_EVAL_JUDGE": "llm", "RAG_EVAL_JUDGE_API_KEY": "sk-secret", "RAG_EVAL_JUDGE_MODEL": "m",
-               "RAG_EVAL_JUDGE_MODE": "fused", "RAG_EVAL_JUDGE_CONCURRENCY": "2"}
+    environ = {
+        "RAG_EVAL_JUDGE": "llm",
+        "RAG_EVAL_JUDGE_API_KEY": "sk-secret",
+        "RAG_EVAL_JUDGE_MODEL": "m",
+        "RAG_EVAL_JUDGE_MODE": "fused",
+        "RAG_EVAL_JUDGE_CONCURRENCY": "2",
+    }
     judge = settings.load(environ).judge
     resource = JudgeResource.from_settings(judge, EmbedderResource(), cache_path="/tmp/cache.sqlite", environ=environ)
     assert isinstance(resource.api_key, EnvVar) and resource.api_key.env_var_name == "RAG_EVAL_JUDGE_API_KEY"
     assert resource.model.env_var_name == "RAG_EVAL_JUDGE_MODEL"
     assert (resource.kind, resource.mode, resource.concurrency) == ("llm", "fused", 2)
     assert (resource.base_url, resource.cache_path) == ("", "/tmp/cache.sqlite")  # unset: the settings' value
-    moved = JudgeResource.from_settings(judge, EmbedderResource(), "/tmp/cache.sqlite",
-                                        {**environ, "RAG_EVAL_JUDGE_CACHE": "/elsewhere.sqlite"})
+    moved = JudgeResource.from_settings(
+        judge, EmbedderResource(), "/tmp/cache.sqlite", {**environ, "RAG_EVAL_JUDGE_CACHE": "/elsewhere.sqlite"}
+    )
     assert moved.cache_path.env_var_name == "RAG_EVAL_JUDGE_CACHE"  # the variable wins over the default place
 
 

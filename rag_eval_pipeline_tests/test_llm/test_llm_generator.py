@@ -40,19 +40,28 @@ from rag_eval_pipeline.synthesis.llm_generation import (
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
 LEAVE = SourceChunk(
-    "leave#0", "leave", "Northwind Employee Handbook", "Annual leave",
+    "leave#0",
+    "leave",
+    "Northwind Employee Handbook",
+    "Annual leave",
     "Full-time employees receive 25 days of paid annual leave per calendar year. Part-time employees receive "
     "leave in proportion to their contracted hours. Up to 5 unused days may be carried over to the next year; "
     "carried-over days expire on 31 March.",
 )
 SHIPPING = SourceChunk(
-    "shipping#0", "shipping", "Northwind Shipping Policy", "Delivery times and costs",
+    "shipping#0",
+    "shipping",
+    "Northwind Shipping Policy",
+    "Delivery times and costs",
     "Standard delivery within Germany takes 2 to 4 business days and costs EUR 4.90. Orders over EUR 50 ship "
     "free of charge. Express delivery costs EUR 12.50 and arrives the next business day if the order is placed "
     "before 2 pm.",
 )
 RETURNS = SourceChunk(
-    "returns#0", "returns", "Northwind Returns Policy", "",
+    "returns#0",
+    "returns",
+    "Northwind Returns Policy",
+    "",
     "Customers may return unused items within 30 days of delivery. Refunds are issued to the original payment "
     "method within 5 business days after the return arrives at our warehouse in Kassel.",
 )
@@ -139,8 +148,10 @@ def _reply(question: str, answer: str | None = None) -> tuple[int, str, str]:
     return 200, json.dumps(payload), "stop"
 
 
-GOOD = _reply("How many days of paid annual leave do full-time employees get?",
-              "Full-time employees receive 25 days of paid annual leave per calendar year.")
+GOOD = _reply(
+    "How many days of paid annual leave do full-time employees get?",
+    "Full-time employees receive 25 days of paid annual leave per calendar year.",
+)
 
 
 def test_each_request_carries_the_schema_and_the_passages_titles():
@@ -160,7 +171,9 @@ def test_each_request_carries_the_schema_and_the_passages_titles():
 
 
 def test_json_schema_mode_names_the_call_after_the_question_type():
-    with FakeOpenAIServer([_reply("Which delivery is cheaper for a EUR 30 order?", "Standard, at EUR 4.90.")]) as server:
+    with FakeOpenAIServer(
+        [_reply("Which delivery is cheaper for a EUR 30 order?", "Standard, at EUR 4.90.")]
+    ) as server:
         fake_generator(server).generate([TASKS[REASONING]])
     response_format = server.requests[0]["response_format"]
     assert response_format["type"] == "json_schema"
@@ -169,10 +182,14 @@ def test_json_schema_mode_names_the_call_after_the_question_type():
 
 
 def test_multi_context_prompt_numbers_every_passage():
-    with FakeOpenAIServer([_reply("How long until a refund after a standard delivery?", "Up to 4 plus 5 days.")]) as server:
+    with FakeOpenAIServer(
+        [_reply("How long until a refund after a standard delivery?", "Up to 4 plus 5 days.")]
+    ) as server:
         fake_generator(server).generate([TASKS[MULTI_CONTEXT]])
     prompt = server.requests[0]["messages"][-1]["content"]
-    assert "[1] Document: \"Northwind Shipping Policy\"" in prompt and "[2] Document: \"Northwind Returns Policy\"" in prompt
+    assert (
+        '[1] Document: "Northwind Shipping Policy"' in prompt and '[2] Document: "Northwind Returns Policy"' in prompt
+    )
 
 
 def test_invalid_json_twice_is_a_failure_with_the_reason():
@@ -190,8 +207,10 @@ def test_an_empty_question_is_a_failure():
 
 
 def test_an_answer_leaked_into_the_question_is_a_failure():
-    leaked = _reply("Is it true that full-time employees receive 25 days of paid annual leave?",
-                    "Full-time employees receive 25 days of paid annual leave.")
+    leaked = _reply(
+        "Is it true that full-time employees receive 25 days of paid annual leave?",
+        "Full-time employees receive 25 days of paid annual leave.",
+    )
     with FakeOpenAIServer([leaked]) as server:
         [outcome] = fake_generator(server).generate([TASKS[SIMPLE]])
     assert isinstance(outcome, GenerationFailure) and "put the answer in the question" in outcome.reason
@@ -228,15 +247,22 @@ def test_a_mix_of_good_and_bad_replies_keeps_task_order():
     replies = [
         GOOD,
         _reply("Express delivery costs EUR 12.50.", "EUR 12.50"),  # not a question
-        _reply("What does a refund of a standard delivery order take in total?",
-               "Delivery takes 2 to 4 business days and the refund 5 business days after the return arrives."),
-        (200, "no json", "stop"), (200, "still none", "stop"),  # the unanswerable task, retried once
+        _reply(
+            "What does a refund of a standard delivery order take in total?",
+            "Delivery takes 2 to 4 business days and the refund 5 business days after the return arrives.",
+        ),
+        (200, "no json", "stop"),
+        (200, "still none", "stop"),  # the unanswerable task, retried once
     ]
     with FakeOpenAIServer(replies) as server:
         generator = fake_generator(server)
         outcomes = generator.generate(tasks)
     assert [type(o).__name__ for o in outcomes] == [
-        "QAItem", "GenerationFailure", "GenerationFailure", "QAItem", "GenerationFailure"
+        "QAItem",
+        "GenerationFailure",
+        "GenerationFailure",
+        "QAItem",
+        "GenerationFailure",
     ]
     assert [o.task for o in outcomes if isinstance(o, GenerationFailure)] == [tasks[1], tasks[2], tasks[4]]
     assert "does not end with '?'" in outcomes[1].reason

@@ -19,13 +19,27 @@ def test_llm_generator_writes_every_type_or_says_why(llama_server, acme_key, ins
     resources = {
         **resources,
         "judge": JudgeResource(
-            embedder=resources["embedder"], kind="offline", base_url=llama_server.base_url, model=llama_server.model,
-            response_format="json_object_schema", concurrency=1,
+            embedder=resources["embedder"],
+            kind="offline",
+            base_url=llama_server.base_url,
+            model=llama_server.model,
+            response_format="json_object_schema",
+            concurrency=1,
         ),
     }
     result = materialize(
-        ALL_ASSETS, selection=SYNTHESIS, partition_key=acme_key, instance=instance, resources=resources,
-        run_config={"ops": {"synthetic_qa": {"config": {"generator": "llm", "n_items": 4, "type_mix": {t: 1.0 for t in QUESTION_TYPES}}}}},
+        ALL_ASSETS,
+        selection=SYNTHESIS,
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+        run_config={
+            "ops": {
+                "synthetic_qa": {
+                    "config": {"generator": "llm", "n_items": 4, "type_mix": {t: 1.0 for t in QUESTION_TYPES}}
+                }
+            }
+        },
     )
     assert result.success
 

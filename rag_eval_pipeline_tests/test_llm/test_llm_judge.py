@@ -24,20 +24,31 @@ CORE = ("faithfulness", "answer_relevance", "context_recall", "context_precision
 SLOW_CPU_TIMEOUT_S = 300.0
 ITEMS = [
     EvalItem(
-        "q1", "How long are API logs kept?", "API logs are kept for 90 days.",
-        [{"id": "a#0", "text": "API request logs are kept for 90 days and then deleted."},
-         {"id": "b#0", "text": "The cafeteria opens at 8 am."}],
-        "API request logs are kept for 90 days.", ["a#0"],
+        "q1",
+        "How long are API logs kept?",
+        "API logs are kept for 90 days.",
+        [
+            {"id": "a#0", "text": "API request logs are kept for 90 days and then deleted."},
+            {"id": "b#0", "text": "The cafeteria opens at 8 am."},
+        ],
+        "API request logs are kept for 90 days.",
+        ["a#0"],
     ),
     EvalItem(
-        "q2", "Who approves retention exceptions?", "The Security Office approves them.",
+        "q2",
+        "Who approves retention exceptions?",
+        "The Security Office approves them.",
         [{"id": "c#1", "text": "Retention exceptions are approved by the Security and Compliance Office."}],
-        "The Security and Compliance Office approves retention exceptions.", ["c#1"],
+        "The Security and Compliance Office approves retention exceptions.",
+        ["c#1"],
     ),
     EvalItem(
-        "q3", "What is the hotel cap in Paris?", "I don't know.",
+        "q3",
+        "What is the hotel cap in Paris?",
+        "I don't know.",
         [{"id": "d#2", "text": "The hotel cap is EUR 230 per night in London and Paris."}],
-        "The hotel cap in Paris is EUR 230 per night.", ["d#2"],
+        "The hotel cap in Paris is EUR 230 per night.",
+        ["d#2"],
     ),
 ]
 
@@ -74,7 +85,12 @@ def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama
     assert all(kind["prompt_tokens"] > 0 and kind["completion_tokens"] > 0 for kind in usage.values())
 
     # A re-run (a new judge, the same on-disk cache) calls nothing and scores identically.
-    again, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, JudgeCache(tmp_path / "judge.sqlite")), embedder, CORE)
+    again, judgements = score_items(
+        ITEMS,
+        judge_for(llama_server.base_url, llama_server.model, JudgeCache(tmp_path / "judge.sqlite")),
+        embedder,
+        CORE,
+    )
     usage = total_usage(judgements)
     assert sum(kind["calls"] for kind in usage.values()) == 0
     assert sum(kind["cache_hits"] for kind in usage.values()) == 2 * len(ITEMS)
@@ -86,7 +102,9 @@ def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama
 @pytest.mark.llm
 def test_fused_mode_makes_one_call_per_item(llama_server, embedder):
     items = ITEMS[:2]  # a fused reply is long on a CPU server: two items show "one call each" as well as three
-    results, judgements = score_items(items, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE)
+    results, judgements = score_items(
+        items, judge_for(llama_server.base_url, llama_server.model, mode="fused"), embedder, CORE
+    )
     _assert_well_formed(results)
     usage = total_usage(judgements)
     assert set(usage) == {"fused_triad"}
@@ -184,7 +202,9 @@ def test_a_raw_newline_inside_a_json_string_is_accepted():
 
 
 def test_a_503_is_retried_and_a_400_is_not():
-    with FakeOpenAIServer([Reply(503, "loading model", headers={"retry-after-ms": "10"}), (200, GOOD, "stop")]) as server:
+    with FakeOpenAIServer(
+        [Reply(503, "loading model", headers={"retry-after-ms": "10"}), (200, GOOD, "stop")]
+    ) as server:
         assert _call(server, None).parsed is not None
     with FakeOpenAIServer([(400, "maximum context length is 2048 tokens", "stop")]) as server:
         with pytest.raises(JudgeMisconfigured, match="HTTP 400.*maximum context length"):

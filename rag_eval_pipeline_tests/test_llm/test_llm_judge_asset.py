@@ -15,16 +15,26 @@ def test_metric_scores_asset_uses_the_llm_judge_and_reports_usage(llama_server, 
     resources = {
         **resources,
         "judge": JudgeResource(
-            embedder=resources["embedder"], kind="llm", base_url=llama_server.base_url, model=llama_server.model,
-            response_format="json_object_schema", concurrency=2, timeout_s=300.0,  # a shared CPU server
+            embedder=resources["embedder"],
+            kind="llm",
+            base_url=llama_server.base_url,
+            model=llama_server.model,
+            response_format="json_object_schema",
+            concurrency=2,
+            timeout_s=300.0,  # a shared CPU server
         ),
     }
     result = materialize(
-        [*ALL_ASSETS, *SYNTHESIS_CHECKS], partition_key=acme_key, instance=instance, resources=resources,
-        run_config={"ops": {
-            "synthetic_qa": {"config": {"n_items": 3}},
-            "metric_scores": {"config": {"metrics": ["hit_rate", "faithfulness"]}},
-        }},
+        [*ALL_ASSETS, *SYNTHESIS_CHECKS],
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+        run_config={
+            "ops": {
+                "synthetic_qa": {"config": {"n_items": 3}},
+                "metric_scores": {"config": {"metrics": ["hit_rate", "faithfulness"]}},
+            }
+        },
     )
     assert result.success
     scores = result.output_for_node("metric_scores")

@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.llm]
 
 MESSAGES = [
     {"role": "system", "content": "You are a strict grader. Answer only with JSON."},
-    {"role": "user", "content": "Context: Paris is the capital of France.\nClaim: Paris is the capital of France.\nIs the claim supported?"},
+    {
+        "role": "user",
+        "content": "Context: Paris is the capital of France.\nClaim: Paris is the capital of France.\nIs the claim supported?",
+    },
 ]
 
 
@@ -110,7 +113,10 @@ def test_json_schema_response_format_is_rejected_with_500(llama_server):
             model=llama_server.model,
             messages=MESSAGES,
             max_tokens=50,
-            response_format={"type": "json_schema", "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": True}},
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": True},
+            },
         )
     assert raised.value.status_code == 500
     assert "json_object" in str(raised.value)

@@ -31,8 +31,10 @@ def s3(s3_server):
 @pytest.fixture
 def store_config(s3) -> ObjectStoreConfig:
     return ObjectStoreConfig(
-        base_url=f"s3://{s3.bucket}/tests-{uuid.uuid4().hex[:8]}/tables", endpoint_url=s3.endpoint_url,
-        access_key_id=s3.access_key_id, secret_access_key=s3.secret_access_key,
+        base_url=f"s3://{s3.bucket}/tests-{uuid.uuid4().hex[:8]}/tables",
+        endpoint_url=s3.endpoint_url,
+        access_key_id=s3.access_key_id,
+        secret_access_key=s3.secret_access_key,
     )
 
 

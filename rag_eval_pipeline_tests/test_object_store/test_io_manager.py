@@ -36,15 +36,24 @@ def instance():
 
 
 def factory(config, **changes) -> ObjectStoreIOManager:
-    values = {"base_url": config.base_url, "endpoint_url": config.endpoint_url,
-              "access_key_id": config.access_key_id, "secret_access_key": config.secret_access_key, **changes}
+    values = {
+        "base_url": config.base_url,
+        "endpoint_url": config.endpoint_url,
+        "access_key_id": config.access_key_id,
+        "secret_access_key": config.secret_access_key,
+        **changes,
+    }
     return ObjectStoreIOManager(**values)
 
 
 def contexts(instance, asset_name: str, tenant: str, version: str = "v2024-01"):
     key = register_partition(instance, tenant, version)
-    common = {"asset_key": AssetKey(asset_name), "partition_key": key,
-              "asset_partitions_def": tenant_version_partitions, "instance": instance}
+    common = {
+        "asset_key": AssetKey(asset_name),
+        "partition_key": key,
+        "asset_partitions_def": tenant_version_partitions,
+        "instance": instance,
+    }
     output = build_output_context(**common)
     return output, build_input_context(upstream_output=output, **common)
 
@@ -55,12 +64,14 @@ def manager(store_config) -> ObjectStoreUPathIOManager:
 
 
 def test_round_trip_through_handle_output_and_load_input(manager, instance, tmp_path):
-    frame = pd.DataFrame({
-        "chunk_id": ["c1", "c2", "c3"],
-        "token_ids": [[101, 7592], [], [2023, 2003, 1037]],
-        "source": [{"file": "a.pdf", "page": 1}, {"file": "b.pdf", "page": 4}, {"file": None, "page": None}],
-        "embedding_norm": [1.0, np.nan, 0.75],
-    })
+    frame = pd.DataFrame(
+        {
+            "chunk_id": ["c1", "c2", "c3"],
+            "token_ids": [[101, 7592], [], [2023, 2003, 1037]],
+            "source": [{"file": "a.pdf", "page": 1}, {"file": "b.pdf", "page": 4}, {"file": None, "page": None}],
+            "embedding_norm": [1.0, np.nan, 0.75],
+        }
+    )
     output, input_ = contexts(instance, "document_chunks", "acme")
     manager.handle_output(output, frame)
     loaded = manager.load_input(input_)
@@ -78,7 +89,8 @@ def test_object_key_is_prefix_tenant_version_asset(manager, instance, store_conf
         manager.handle_output(output, pd.DataFrame({"cluster": [1, 2]}))
     root = f"{store_config.bucket}/{store_config.prefix}"
     assert manager.store.fs.find(root) == [
-        f"{root}/acme/v2024-01/chunk_clusters.parquet", f"{root}/globex/v2024-01/chunk_clusters.parquet",
+        f"{root}/acme/v2024-01/chunk_clusters.parquet",
+        f"{root}/globex/v2024-01/chunk_clusters.parquet",
     ]
 
 
@@ -135,8 +147,9 @@ def test_materialize_partitioned_assets_through_the_store(store_config, instance
     resources = {"io_manager": factory(store_config)}
     for tenant in ("acme", "globex"):
         key = register_partition(instance, tenant, "v2024-01")
-        result = materialize([document_chunks, chunk_clusters], partition_key=key, instance=instance,
-                             resources=resources)
+        result = materialize(
+            [document_chunks, chunk_clusters], partition_key=key, instance=instance, resources=resources
+        )
         assert result.success
     store = ObjectStore(store_config)
     for tenant in ("acme", "globex"):
@@ -145,5 +158,6 @@ def test_materialize_partitioned_assets_through_the_store(store_config, instance
     root = f"{store_config.bucket}/{store_config.prefix}"
     assert sorted(store.fs.find(root)) == sorted(
         f"{root}/{tenant}/v2024-01/{name}.parquet"
-        for tenant in ("acme", "globex") for name in ("document_chunks", "chunk_clusters")
+        for tenant in ("acme", "globex")
+        for name in ("document_chunks", "chunk_clusters")
     )

@@ -32,15 +32,18 @@ DOWN_WITHIN_S = 10.0  # a down store must fail in seconds: 3 attempts, 2 s conne
 
 
 def table(rows: int = 3, tag: str = "a") -> pd.DataFrame:
-    return pd.DataFrame({
-        "chunk_id": [f"{tag}-{i}" for i in range(rows)],
-        "score": [0.5 + i for i in range(rows)],
-    })
+    return pd.DataFrame(
+        {
+            "chunk_id": [f"{tag}-{i}" for i in range(rows)],
+            "score": [0.5 + i for i in range(rows)],
+        }
+    )
 
 
 def _config(store_config: ObjectStoreConfig, **changes) -> ObjectStoreConfig:
-    values = {name: getattr(store_config, name) for name in
-              ("base_url", "endpoint_url", "access_key_id", "secret_access_key")}
+    values = {
+        name: getattr(store_config, name) for name in ("base_url", "endpoint_url", "access_key_id", "secret_access_key")
+    }
     return ObjectStoreConfig(**{**values, **changes})
 
 
@@ -51,12 +54,14 @@ def _one_line(error: BaseException) -> str:
 
 
 def test_round_trip_keeps_lists_dicts_and_nan(store, tmp_path):
-    frame = pd.DataFrame({
-        "text": ["alpha", "beta", None],
-        "ids": [[1, 2], [], [3]],
-        "meta": [{"page": 1, "source": "a.pdf"}, {"page": 2, "source": "b.pdf"}, {"page": None, "source": None}],
-        "score": [0.25, np.nan, 1.5],
-    })
+    frame = pd.DataFrame(
+        {
+            "text": ["alpha", "beta", None],
+            "ids": [[1, 2], [], [3]],
+            "meta": [{"page": 1, "source": "a.pdf"}, {"page": 2, "source": "b.pdf"}, {"page": None, "source": None}],
+            "score": [0.25, np.nan, 1.5],
+        }
+    )
     store.write("acme", "v1", "document_chunks", frame)
     loaded = store.read("acme", "v1", "document_chunks")
     # Exactly what the local warehouse (Parquet on disk, same writer) gives back.
@@ -84,10 +89,17 @@ def test_tenants_never_read_each_other(store):
     assert len(store.read("acme", "v1", "synthetic_qa")) == 3
 
 
-@pytest.mark.parametrize("tenant, version, name", [
-    ("..", "v1", "t"), ("acme/../globex", "v1", "t"), ("acme", "../v1", "t"), ("acme", "v1", "../t"),
-    ("Acme", "v1", "t"), ("acme", "v1", "t/x"),
-])
+@pytest.mark.parametrize(
+    "tenant, version, name",
+    [
+        ("..", "v1", "t"),
+        ("acme/../globex", "v1", "t"),
+        ("acme", "../v1", "t"),
+        ("acme", "v1", "../t"),
+        ("Acme", "v1", "t"),
+        ("acme", "v1", "t/x"),
+    ],
+)
 def test_names_that_could_leave_the_tenant_prefix_are_refused(store, tenant, version, name):
     with pytest.raises((PartitionNameError, ValueError)):
         store.write(tenant, version, name, table())
@@ -146,16 +158,24 @@ def test_closed_port_fails_fast_in_one_line(store_config):
     assert endpoint in _one_line(caught.value) and f"'{store_config.bucket}'" in str(caught.value)
 
 
-@pytest.mark.parametrize("changes, fragment", [
-    ({"base_url": "http://bucket/x"}, "s3://<bucket>/<prefix>"),
-    ({"base_url": "s3://B/x"}, "invalid object store URL"),
-    ({"base_url": "s3://bucket/../x"}, "invalid object store URL"),
-    ({"endpoint_url": "127.0.0.1:8333"}, "invalid object store endpoint"),
-    ({"secret_access_key": ""}, "no credentials"),
-])
+@pytest.mark.parametrize(
+    "changes, fragment",
+    [
+        ({"base_url": "http://bucket/x"}, "s3://<bucket>/<prefix>"),
+        ({"base_url": "s3://B/x"}, "invalid object store URL"),
+        ({"base_url": "s3://bucket/../x"}, "invalid object store URL"),
+        ({"endpoint_url": "127.0.0.1:8333"}, "invalid object store endpoint"),
+        ({"secret_access_key": ""}, "no credentials"),
+    ],
+)
 def test_bad_settings_are_refused_before_any_request(changes, fragment):
-    values = {"base_url": "s3://bucket/x", "endpoint_url": "http://127.0.0.1:1", "access_key_id": "k",
-              "secret_access_key": "s", **changes}
+    values = {
+        "base_url": "s3://bucket/x",
+        "endpoint_url": "http://127.0.0.1:1",
+        "access_key_id": "k",
+        "secret_access_key": "s",
+        **changes,
+    }
     with pytest.raises(ObjectStoreError, match=fragment.replace("(", r"\(")) as caught:
         ObjectStoreConfig(**values)
     _one_line(caught.value)
@@ -170,8 +190,10 @@ def test_server_down_then_back_keeps_the_table(s3, store):
     store.write("acme", "v1", "document_chunks", frame)
     s3.kill()
     try:
-        for action in (lambda: store.read("acme", "v1", "document_chunks"),
-                       lambda: store.write("acme", "v1", "document_chunks", table(rows=1))):
+        for action in (
+            lambda: store.read("acme", "v1", "document_chunks"),
+            lambda: store.write("acme", "v1", "document_chunks", table(rows=1)),
+        ):
             began = time.monotonic()
             with pytest.raises(ObjectStoreError, match="cannot connect") as caught:
                 action()
@@ -250,8 +272,12 @@ def test_writer_killed_mid_upload_leaves_the_old_table(s3, store, store_config):
     old = table(rows=2)
     store.write("acme", "v1", "raw_documents", old)
     proxy = PausingProxy(int(s3.endpoint_url.rsplit(":", 1)[1]), pause_after=8 << 20)
-    settings = {"base_url": store_config.base_url, "endpoint_url": f"http://127.0.0.1:{proxy.port}",
-                "access_key_id": store_config.access_key_id, "secret_access_key": store_config.secret_access_key}
+    settings = {
+        "base_url": store_config.base_url,
+        "endpoint_url": f"http://127.0.0.1:{proxy.port}",
+        "access_key_id": store_config.access_key_id,
+        "secret_access_key": store_config.secret_access_key,
+    }
     writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(settings)], stderr=subprocess.PIPE)
     try:
         assert proxy.paused.wait(timeout=120), writer.stderr.read().decode() if writer.poll() is not None else ""

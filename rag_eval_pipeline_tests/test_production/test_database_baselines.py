@@ -92,8 +92,12 @@ def test_two_writers_of_one_audits_scores_take_turns(store, tenant):
     frames = [_scores("abc1234", score) for score in (0.25, 0.75)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         for _ in range(5):
-            list(pool.map(lambda frame: store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores",
-                                                                       frame), frames))
+            list(
+                pool.map(
+                    lambda frame: store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores", frame),
+                    frames,
+                )
+            )
             written = store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")
             assert written["score"].tolist() in ([0.25, 0.25], [0.75, 0.75])  # one writer's rows, never both
 
@@ -101,8 +105,10 @@ def test_two_writers_of_one_audits_scores_take_turns(store, tenant):
 def test_a_nul_character_in_a_reason_is_stored_not_fatal(store, tenant):
     scores = _scores("abc1234", 0.5).assign(reason="candidate failed: bad byte \x00 here")
     store.store.write_audit_table(tenant, "v1", "abc1234", "r1", "metric_scores", scores)
-    assert store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")["reason"][0] == \
-        "candidate failed: bad byte \ufffd here"
+    assert (
+        store.store.read_audit_table(tenant, "v1", "r1", "metric_scores")["reason"][0]
+        == "candidate failed: bad byte \ufffd here"
+    )
 
 
 def _database_id(url: str) -> int:

@@ -12,8 +12,11 @@ pytestmark = [pytest.mark.cli, pytest.mark.postgres]
 
 
 def _row_count(admin_url: str) -> int:
-    return run_admin("select (select count(*) from rag_eval.result_tables) + (select count(*) from "
-                     "rag_eval.baseline_history) + (select count(*) from rag_eval.audited_archives)", admin_url)[0][0]
+    return run_admin(
+        "select (select count(*) from rag_eval.result_tables) + (select count(*) from "
+        "rag_eval.baseline_history) + (select count(*) from rag_eval.audited_archives)",
+        admin_url,
+    )[0][0]
 
 
 @pytest.fixture
@@ -29,8 +32,9 @@ def _one_line_error(capsys) -> str:
     return error
 
 
-@pytest.mark.parametrize("command", [["gate", "--tenant", "acme", "--candidate", "c1"],
-                                     ["baseline", "show", "--tenant", "acme"]])
+@pytest.mark.parametrize(
+    "command", [["gate", "--tenant", "acme", "--candidate", "c1"], ["baseline", "show", "--tenant", "acme"]]
+)
 def test_a_superuser_given_to_the_pipeline_is_refused(production_cli, capsys, upgraded_database, command):
     production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.admin_url)
     before = _row_count(upgraded_database.admin_url)
@@ -71,8 +75,10 @@ def test_review_import_says_it_is_not_supported_in_production_mode(production_cl
     production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.app_url)
     sheet = tmp_path / "sheet.csv"
     sheet.write_text("qa_id,decision\n", encoding="utf-8")
-    assert main(["review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet),
-                 "--new-version", "v2"]) == 2
+    assert (
+        main(["review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet), "--new-version", "v2"])
+        == 2
+    )
     assert "not supported yet" in _one_line_error(capsys)
 
 
@@ -90,14 +96,22 @@ def workers_instance(production_cli, tmp_path, scratch_database_factory, upgrade
     return production_cli
 
 
-@pytest.mark.parametrize("variables, candidate, expected", [
-    ({}, [], "RAG_EVAL_OBJECT_STORE_URL and RAG_EVAL_CACHE_URL are not set"),
-    ({"RAG_EVAL_OBJECT_STORE_URL": "s3://b/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://127.0.0.1:1",
-      "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14"}, ["--candidate", "my_rag:answer"],
-     "would run the code installed on the shared workers"),
-])
-def test_a_run_for_the_workers_is_refused_before_it_is_queued(workers_instance, capsys, variables, candidate,
-                                                              expected):
+@pytest.mark.parametrize(
+    "variables, candidate, expected",
+    [
+        ({}, [], "RAG_EVAL_OBJECT_STORE_URL and RAG_EVAL_CACHE_URL are not set"),
+        (
+            {
+                "RAG_EVAL_OBJECT_STORE_URL": "s3://b/p",
+                "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://127.0.0.1:1",
+                "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14",
+            },
+            ["--candidate", "my_rag:answer"],
+            "would run the code installed on the shared workers",
+        ),
+    ],
+)
+def test_a_run_for_the_workers_is_refused_before_it_is_queued(workers_instance, capsys, variables, candidate, expected):
     """Shared storage missing, or code that the workers would run from their own installation: one line,
     and no run is queued."""
     for variable, value in variables.items():
@@ -112,8 +126,12 @@ def test_a_run_no_worker_takes_is_canceled_when_the_wait_times_out(workers_insta
     so it never runs (and promotes) later when nobody waits for it."""
     from dagster import DagsterInstance, DagsterRunStatus
 
-    for variable, value in {"RAG_EVAL_OBJECT_STORE_URL": "s3://b/p", "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
-                            "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14", "RAG_EVAL_RUN_TIMEOUT_S": "2"}.items():
+    for variable, value in {
+        "RAG_EVAL_OBJECT_STORE_URL": "s3://b/p",
+        "RAG_EVAL_OBJECT_STORE_ENDPOINT": "http://h:1",
+        "RAG_EVAL_CACHE_URL": "redis://127.0.0.1:6379/14",
+        "RAG_EVAL_RUN_TIMEOUT_S": "2",
+    }.items():
         workers_instance.setenv(variable, value)
     capsys.readouterr()
     assert main(["run", "--tenant", "acme", "--version", "v1"]) == 2

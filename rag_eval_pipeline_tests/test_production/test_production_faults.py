@@ -35,9 +35,11 @@ def test_runs_across_a_database_restart_and_with_a_service_down(tmp_path, monkey
     try:
         app_url = private_postgres.url(user=APP_ROLE)
         lay_out_acme(tmp_path / "documents")
-        for variable, value in {**production_variables(app_url, object_store, "faults"),
-                                "RAG_EVAL_DOCUMENTS_ROOT": str(tmp_path / "documents"),
-                                "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse")}.items():
+        for variable, value in {
+            **production_variables(app_url, object_store, "faults"),
+            "RAG_EVAL_DOCUMENTS_ROOT": str(tmp_path / "documents"),
+            "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse"),
+        }.items():
             monkeypatch.setenv(variable, value)
         resource = WarehouseResource(root=str(tmp_path / "warehouse"), database_url=app_url)
         with instance_for_test() as instance:
@@ -57,7 +59,9 @@ def test_runs_across_a_database_restart_and_with_a_service_down(tmp_path, monkey
             object_store.stop()  # the object store down: the synthesis fails naming it, nothing is published
             v2 = register_partition(instance, "acme", "v2")
             failed = launch(instance, "synthesis", v2, "c0")
-            assert failed.status == 2 and any(object_store.endpoint_url in line for line in failed.errors), failed.errors
+            assert failed.status == 2 and any(object_store.endpoint_url in line for line in failed.errors), (
+                failed.errors
+            )
             object_store.start()
             assert read_manifest(resource.store(), "acme", "v2") is None
             assert launch(instance, "audit", key, "c3").status == 0  # and the next run works

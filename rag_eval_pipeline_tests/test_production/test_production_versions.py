@@ -41,11 +41,15 @@ def production(tmp_path, monkeypatch, production_environment) -> Production:
     folder.mkdir(parents=True)
     for name in ACME_DOCS:
         shutil.copy(DEMO_DOCS / name, folder / name)
-    for variable, value in {**production_environment, "RAG_EVAL_DOCUMENTS_ROOT": str(tmp_path / "documents"),
-                            "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse")}.items():
+    for variable, value in {
+        **production_environment,
+        "RAG_EVAL_DOCUMENTS_ROOT": str(tmp_path / "documents"),
+        "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse"),
+    }.items():
         monkeypatch.setenv(variable, value)
     io_manager = ProductionIOManager(
-        database_url=production_environment["RAG_EVAL_DATABASE_URL"], root=str(tmp_path / "warehouse"),
+        database_url=production_environment["RAG_EVAL_DATABASE_URL"],
+        root=str(tmp_path / "warehouse"),
         object_store_url=production_environment["RAG_EVAL_OBJECT_STORE_URL"],
         object_store_endpoint=production_environment["RAG_EVAL_OBJECT_STORE_ENDPOINT"],
         access_key_id=production_environment["AWS_ACCESS_KEY_ID"],
@@ -87,8 +91,14 @@ def test_a_published_version_keeps_its_tables_in_postgres_and_the_object_store(p
 
 def _run(instance, key, *assets):
     """A run of only these assets (and their checks) with production mode's resources."""
-    return materialize([*ALL_ASSETS, *SYNTHESIS_CHECKS], selection=list(assets), partition_key=key, instance=instance,
-                       resources=production_resources(settings.load()), raise_on_error=False)
+    return materialize(
+        [*ALL_ASSETS, *SYNTHESIS_CHECKS],
+        selection=list(assets),
+        partition_key=key,
+        instance=instance,
+        resources=production_resources(settings.load()),
+        raise_on_error=False,
+    )
 
 
 def test_two_runs_that_read_different_documents_publish_no_mixture(production):
@@ -98,8 +108,17 @@ def test_two_runs_that_read_different_documents_publish_no_mixture(production):
         assert _run(instance, key, "raw_documents", "rejected_documents", "document_chunks").success
         (production.documents / REMOVED).unlink()
         assert _run(instance, key, "raw_documents", "rejected_documents").success
-        rest = _run(instance, key, "chunk_clusters", "synthetic_qa", "generation_failures", "generation_plan",
-                    "golden_set", "rejected_qa", "synthesis_plan")
+        rest = _run(
+            instance,
+            key,
+            "chunk_clusters",
+            "synthetic_qa",
+            "generation_failures",
+            "generation_plan",
+            "golden_set",
+            "rejected_qa",
+            "synthesis_plan",
+        )
 
         assert not rest.success
         [evaluation] = rest.get_asset_check_evaluations()
@@ -137,8 +156,12 @@ def test_the_version_lock_is_held_across_processes_and_reentrant(production, pro
     tenant, tables = production.tenant, production.tables
 
     def probe(version: str) -> str:
-        done = subprocess.run([sys.executable, "-c", PROBE, production_environment["RAG_EVAL_DATABASE_URL"], tenant,
-                               version], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, production_environment["RAG_EVAL_DATABASE_URL"], tenant, version],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 

@@ -28,8 +28,16 @@ from rag_eval_pipeline.reporting.render import render_html, render_markdown
 def frame(by_item: dict[str, dict[str, float | None]], evidence: str = "{}") -> pd.DataFrame:
     """{qa_id: {metric: score or None}} -> metric_scores rows (None: unmeasured)."""
     rows = [
-        {"qa_id": qa_id, "metric": metric, "score": score, "status": "ok" if score is not None else "unmeasured",
-         "reason": "" if score is not None else "judge failed", "evidence": evidence, "judge": "j", "commit": "c"}
+        {
+            "qa_id": qa_id,
+            "metric": metric,
+            "score": score,
+            "status": "ok" if score is not None else "unmeasured",
+            "reason": "" if score is not None else "judge failed",
+            "evidence": evidence,
+            "judge": "j",
+            "commit": "c",
+        }
         for qa_id, metrics in by_item.items()
         for metric, score in metrics.items()
     ]
@@ -112,12 +120,14 @@ def test_a_per_metric_tolerance_changes_the_verdict_of_that_metric_only():
 
 # --- Breakdown by question type --------------------------------------------------------------------------
 
-GOLDEN = pd.DataFrame({
-    "qa_id": ["q0", "q1", "q2", "q3"],
-    "question_type": ["simple", "simple", "reasoning", "reasoning"],
-    "question": ["What is A?", "What is B?", "Why C?", "<script>alert(1)</script> why D?"],
-    "ground_truth": ["a", "b", "c", "d"],
-})
+GOLDEN = pd.DataFrame(
+    {
+        "qa_id": ["q0", "q1", "q2", "q3"],
+        "question_type": ["simple", "simple", "reasoning", "reasoning"],
+        "question": ["What is A?", "What is B?", "Why C?", "<script>alert(1)</script> why D?"],
+        "ground_truth": ["a", "b", "c", "d"],
+    }
+)
 
 
 def test_breakdown_by_type_on_a_hand_made_frame():
@@ -129,7 +139,12 @@ def test_breakdown_by_type_on_a_hand_made_frame():
     simple, reasoning = table.loc[("simple", "mrr")], table.loc[("reasoning", "mrr")]
     assert (simple["candidate_mean"], simple["baseline_mean"], simple["delta"], simple["n"]) == (0.5, 0.75, -0.25, 2)
     # q3 is unmeasured in the candidate: only q2 is paired.
-    assert (reasoning["candidate_mean"], reasoning["baseline_mean"], reasoning["delta"], reasoning["n"]) == (0.5, 1.0, -0.5, 1)
+    assert (reasoning["candidate_mean"], reasoning["baseline_mean"], reasoning["delta"], reasoning["n"]) == (
+        0.5,
+        1.0,
+        -0.5,
+        1,
+    )
     assert_no_nan(table.reset_index())
 
 
@@ -147,12 +162,19 @@ def test_breakdown_without_baseline_has_na_baseline_and_no_nan():
 
 
 def test_item_stages_follow_the_documented_rules():
-    scores = frame({
-        "good_good": {"hit_rate": 1.0, "faithfulness": 0.9, "answer_correctness": 0.6},
-        "recall_fallback": {"hit_rate": None, "context_recall": 0.5, "faithfulness": 0.2, "answer_correctness": 0.9},
-        "bad_unclassified": {"hit_rate": 0.0, "faithfulness": 0.9, "answer_correctness": None},
-        "nothing": {"hit_rate": None, "faithfulness": None},
-    })
+    scores = frame(
+        {
+            "good_good": {"hit_rate": 1.0, "faithfulness": 0.9, "answer_correctness": 0.6},
+            "recall_fallback": {
+                "hit_rate": None,
+                "context_recall": 0.5,
+                "faithfulness": 0.2,
+                "answer_correctness": 0.9,
+            },
+            "bad_unclassified": {"hit_rate": 0.0, "faithfulness": 0.9, "answer_correctness": None},
+            "nothing": {"hit_rate": None, "faithfulness": None},
+        }
+    )
 
     stages = item_stages(scores).set_index("qa_id")
 
@@ -175,7 +197,8 @@ def test_quadrant_counts_and_the_stage_that_regressed():
     assert counts[("baseline", "good", "good")] == 3 and counts[("baseline", "good", "bad")] == 1
     assert counts.groupby(level="run").sum().to_dict() == {"baseline": 4, "candidate": 4}
     assert stage_transitions(candidate, baseline) == {
-        "retrieval": {"worse": 2, "better": 0}, "generation": {"worse": 0, "better": 1},
+        "retrieval": {"worse": 2, "better": 0},
+        "generation": {"worse": 0, "better": 1},
     }
     assert stage_summary(candidate, baseline).startswith("Retrieval regressed most")
     assert stage_summary(baseline, baseline).startswith("Neither stage regressed")
@@ -190,8 +213,13 @@ def test_worst_items_are_ordered_by_drop_with_answers_and_evidence():
     baseline = frame({q: {"answer_correctness": 1.0} for q in drops})
     evidence = json.dumps({"statements": [{"statement": "x" * 1000, "verdict": 0}, {"statement": "ok", "verdict": 1}]})
     candidate = frame({q: {"answer_correctness": 1.0 - d} for q, d in drops.items()}, evidence=evidence)
-    outputs = pd.DataFrame({"qa_id": list(drops), "question": [f"question {q}" for q in drops],
-                            "answer": [f"new answer {q}" for q in drops]})
+    outputs = pd.DataFrame(
+        {
+            "qa_id": list(drops),
+            "question": [f"question {q}" for q in drops],
+            "answer": [f"new answer {q}" for q in drops],
+        }
+    )
     baseline_outputs = outputs.assign(answer=[f"old answer {q}" for q in drops])
 
     worst = worst_items(candidate, baseline, ["answer_correctness"], GOLDEN, outputs, baseline_outputs)
@@ -202,7 +230,7 @@ def test_worst_items_are_ordered_by_drop_with_answers_and_evidence():
     assert (first["candidate_answer"], first["baseline_answer"]) == ("new answer q1", "old answer q1")
     assert first["question"] == "What is B?" and first["question_type"] == "simple"  # from the golden set
     assert worst.set_index("qa_id").loc["q7", "question"] == "question q7"  # not in the golden set: from the outputs
-    assert first["evidence"].startswith("statements: 1 of 2 rejected: \"xxx") and len(first["evidence"]) <= 300
+    assert first["evidence"].startswith('statements: 1 of 2 rejected: "xxx') and len(first["evidence"]) <= 300
 
 
 def test_worst_items_take_each_item_once_and_skip_improvements():
@@ -227,12 +255,15 @@ def test_worst_items_take_each_item_once_and_skip_improvements():
 def full_case():
     metrics = ["hit_rate", "faithfulness", "answer_correctness", "mrr"]
     baseline = frame({q: {m: 1.0 for m in metrics} for q in GOLDEN["qa_id"]})
-    candidate = frame({
-        "q0": {"hit_rate": 1.0, "faithfulness": 1.0, "answer_correctness": 1.0, "mrr": 1.0},
-        "q1": {"hit_rate": 0.0, "faithfulness": 0.4, "answer_correctness": 0.3, "mrr": 0.0},
-        "q2": {"hit_rate": 1.0, "faithfulness": None, "answer_correctness": 0.9, "mrr": 0.5},
-        "q3": {"hit_rate": 0.0, "faithfulness": 0.2, "answer_correctness": 0.1, "mrr": 0.0},
-    }, evidence=json.dumps({"note": "<b>unsupported</b>"}))
+    candidate = frame(
+        {
+            "q0": {"hit_rate": 1.0, "faithfulness": 1.0, "answer_correctness": 1.0, "mrr": 1.0},
+            "q1": {"hit_rate": 0.0, "faithfulness": 0.4, "answer_correctness": 0.3, "mrr": 0.0},
+            "q2": {"hit_rate": 1.0, "faithfulness": None, "answer_correctness": 0.9, "mrr": 0.5},
+            "q3": {"hit_rate": 0.0, "faithfulness": 0.2, "answer_correctness": 0.1, "mrr": 0.0},
+        },
+        evidence=json.dumps({"note": "<b>unsupported</b>"}),
+    )
     outputs = GOLDEN[["qa_id", "question"]].assign(answer=["a", "b & <i>c</i>", "c", "d"])
     comparison = compare(candidate, baseline)
     return comparison, analyse(comparison, candidate, baseline, GOLDEN, outputs, outputs.assign(answer="old"))

@@ -73,7 +73,8 @@ def test_history_keeps_every_promotion_and_the_last_is_current(store, tmp_path):
     assert store.current("acme", "v3") is None and store.current("globex", "v1") is None
     assert [p.commit for p in store.history("acme")] == ["aaa1111", "ccc3333", "bbb2222"]
     assert [(p.reason, p.branch, p.run_id) for p in store.history("acme", "v1")] == [
-        (FIRST_RUN, "", "r1"), ("passed the gate on main", "main", "r2")
+        (FIRST_RUN, "", "r1"),
+        ("passed the gate on main", "main", "r2"),
     ]
     # One file per tenant, in the warehouse, readable without this code.
     assert len((tmp_path / "acme" / "baseline_history.jsonl").read_text().splitlines()) == 3
@@ -82,32 +83,43 @@ def test_history_keeps_every_promotion_and_the_last_is_current(store, tmp_path):
 MAIN = PromotionPolicy(branch="main")
 
 
-@pytest.mark.parametrize("verdict, measured, had_baseline, policy, expected", [
-    (NO_BASELINE, True, False, MAIN, FIRST_RUN),
-    # Only the followed branch sets a baseline: a pull request's or a local gate's first audit does not.
-    (NO_BASELINE, True, False, PromotionPolicy(branch="feature-x"), None),
-    (NO_BASELINE, True, False, PromotionPolicy(), None),
-    (NO_BASELINE, True, False, PromotionPolicy(first_audit_is_baseline=True), FIRST_RUN),  # rag-eval run / demo
-    (PASS, True, True, MAIN, "passed the gate on main"),
-    (PASS, True, True, PromotionPolicy(branch="feature-x"), None),  # passing on a pull request proposes nothing
-    (PASS, True, True, PromotionPolicy(), None),
-    (BLOCK, True, True, MAIN, None),  # a blocked candidate never replaces the baseline by itself
-    (BLOCK, True, True, PromotionPolicy(branch="feature-x", explicit=True), EXPLICIT),  # but a person may promote it
-    # An explicit --baseline is for comparison only: a pass against it on main moves nothing.
-    (PASS, True, True, PromotionPolicy(branch="main", baseline_requested=True), None),
-    # Nothing is promoted unless every metric that applies was measured on enough items.
-    (NO_BASELINE, False, False, MAIN, None),
-    (UNMEASURED, False, True, MAIN, None),
-    (UNMEASURED, False, True, PromotionPolicy(explicit=True), None),
-    (NOTHING_SCORED, False, False, MAIN, None),
-])
+@pytest.mark.parametrize(
+    "verdict, measured, had_baseline, policy, expected",
+    [
+        (NO_BASELINE, True, False, MAIN, FIRST_RUN),
+        # Only the followed branch sets a baseline: a pull request's or a local gate's first audit does not.
+        (NO_BASELINE, True, False, PromotionPolicy(branch="feature-x"), None),
+        (NO_BASELINE, True, False, PromotionPolicy(), None),
+        (NO_BASELINE, True, False, PromotionPolicy(first_audit_is_baseline=True), FIRST_RUN),  # rag-eval run / demo
+        (PASS, True, True, MAIN, "passed the gate on main"),
+        (PASS, True, True, PromotionPolicy(branch="feature-x"), None),  # passing on a pull request proposes nothing
+        (PASS, True, True, PromotionPolicy(), None),
+        (BLOCK, True, True, MAIN, None),  # a blocked candidate never replaces the baseline by itself
+        (
+            BLOCK,
+            True,
+            True,
+            PromotionPolicy(branch="feature-x", explicit=True),
+            EXPLICIT,
+        ),  # but a person may promote it
+        # An explicit --baseline is for comparison only: a pass against it on main moves nothing.
+        (PASS, True, True, PromotionPolicy(branch="main", baseline_requested=True), None),
+        # Nothing is promoted unless every metric that applies was measured on enough items.
+        (NO_BASELINE, False, False, MAIN, None),
+        (UNMEASURED, False, True, MAIN, None),
+        (UNMEASURED, False, True, PromotionPolicy(explicit=True), None),
+        (NOTHING_SCORED, False, False, MAIN, None),
+    ],
+)
 def test_when_a_candidate_becomes_the_baseline(verdict, measured, had_baseline, policy, expected):
     assert promotion_reason(verdict, measured, had_baseline, policy) == expected
 
 
 def test_the_main_branch_is_configurable():
-    assert promotion_reason(PASS, True, True, PromotionPolicy(branch="trunk", main_branch="trunk")) == \
-        "passed the gate on trunk"
+    assert (
+        promotion_reason(PASS, True, True, PromotionPolicy(branch="trunk", main_branch="trunk"))
+        == "passed the gate on trunk"
+    )
     assert promotion_reason(PASS, True, True, PromotionPolicy(branch="main", main_branch="trunk")) is None
 
 

@@ -17,13 +17,15 @@ def scores(by_metric: dict[str, list[float | None]]) -> pd.DataFrame:
     rows = []
     for metric, values in by_metric.items():
         for i, value in enumerate(values):
-            rows.append({
-                "qa_id": f"q{i}",
-                "metric": metric,
-                "score": value,
-                "status": "ok" if value is not None else "unmeasured",
-                "reason": "" if value is not None else "candidate failed: timed out",
-            })
+            rows.append(
+                {
+                    "qa_id": f"q{i}",
+                    "metric": metric,
+                    "score": value,
+                    "status": "ok" if value is not None else "unmeasured",
+                    "reason": "" if value is not None else "candidate failed: timed out",
+                }
+            )
     return pd.DataFrame(rows, columns=["qa_id", "metric", "score", "status", "reason"])
 
 
@@ -123,7 +125,8 @@ def test_without_a_baseline_a_metric_below_the_floor_is_unmeasured_and_not_promo
     assert comparison.verdict == UNMEASURED
     assert comparison.unmeasured_metrics == ["hit_rate"] and not comparison.measured_enough
     assert row(comparison, "hit_rate")["note"] == (
-        "candidate measured on 1 of 2 items (50%, floor 80%): candidate failed: timed out (1 item)")
+        "candidate measured on 1 of 2 items (50%, floor 80%): candidate failed: timed out (1 item)"
+    )
 
 
 def test_means_are_paired_over_items_measured_in_both_runs():
@@ -197,10 +200,20 @@ def test_a_metric_neither_run_could_measure_is_unmeasured_not_regressed_and_neve
 
 
 def test_render_markdown_contains_the_verdict_and_every_metric():
-    candidate = scores({"faithfulness": [1.0, 0.8, 0.2, 1.0, 0.6], "hit_rate": [1.0, 1.0, 0.0, 1.0, 1.0],
-                        "mrr": [1.0, 0.5, None, 1.0, 1.0]})
-    baseline = scores({"faithfulness": [1.0, 0.8, 0.6, 1.0, 0.6], "hit_rate": [1.0, 1.0, 0.0, 1.0, 1.0],
-                       "mrr": [1.0, 0.5, 0.5, 1.0, 1.0]})
+    candidate = scores(
+        {
+            "faithfulness": [1.0, 0.8, 0.2, 1.0, 0.6],
+            "hit_rate": [1.0, 1.0, 0.0, 1.0, 1.0],
+            "mrr": [1.0, 0.5, None, 1.0, 1.0],
+        }
+    )
+    baseline = scores(
+        {
+            "faithfulness": [1.0, 0.8, 0.6, 1.0, 0.6],
+            "hit_rate": [1.0, 1.0, 0.0, 1.0, 1.0],
+            "mrr": [1.0, 0.5, 0.5, 1.0, 1.0],
+        }
+    )
     comparison = compare(candidate, baseline)
 
     markdown = render_markdown(comparison, "Regression report: acme / v1", {"candidate commit": "abc123"})
@@ -210,7 +223,7 @@ def test_render_markdown_contains_the_verdict_and_every_metric():
     assert "- candidate commit: abc123" in markdown
     lines = markdown.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| metric |"))
-    table_lines = list(takewhile(lambda line: line.startswith("| "), lines[start + 2:]))
+    table_lines = list(takewhile(lambda line: line.startswith("| "), lines[start + 2 :]))
     assert sorted(line.split("|")[1].strip() for line in table_lines) == ["faithfulness", "hit_rate", "mrr"]
     faith_line = next(line for line in table_lines if line.startswith("| faithfulness "))
     assert "0.720" in faith_line and "0.800" in faith_line and "-0.080" in faith_line and "regressed" in faith_line

@@ -28,11 +28,18 @@ TRUNCATED = "reply truncated at max_tokens=512 (after one retry)"
 
 def rows(metric: str, cells: list[float | str]) -> pd.DataFrame:
     """One metric's score rows: a float is a measured score, a string the reason an item went unmeasured."""
-    return pd.DataFrame([
-        {"qa_id": f"q{i}", "metric": metric, "score": cell if isinstance(cell, float) else None,
-         "status": "ok" if isinstance(cell, float) else "unmeasured", "reason": "" if isinstance(cell, float) else cell}
-        for i, cell in enumerate(cells)
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "qa_id": f"q{i}",
+                "metric": metric,
+                "score": cell if isinstance(cell, float) else None,
+                "status": "ok" if isinstance(cell, float) else "unmeasured",
+                "reason": "" if isinstance(cell, float) else cell,
+            }
+            for i, cell in enumerate(cells)
+        ]
+    )
 
 
 def table(**metrics: list[float | str]) -> pd.DataFrame:
@@ -43,17 +50,20 @@ def verdicts(comparison) -> dict[str, str]:
     return dict(zip(comparison.table["metric"], comparison.table["verdict"]))
 
 
-@pytest.mark.parametrize("reason, cause", [
-    (NO_GOLD_IDS, NOT_APPLICABLE),
-    (NO_ANSWER_STATEMENT, NOT_APPLICABLE),
-    (CANDIDATE_FAILED + "timed out after 30 s", CANDIDATE),
-    (NO_CONTEXT_STATEMENT, CANDIDATE),
-    (EMPTY_ANSWER, CANDIDATE),
-    (INVALID_JSON, JUDGE),
-    (TRUNCATED, JUDGE),
-    ("3 verdicts for 2 reference sentences", JUDGE),
-    ("the judge found no statement in a non-empty answer", JUDGE),
-])
+@pytest.mark.parametrize(
+    "reason, cause",
+    [
+        (NO_GOLD_IDS, NOT_APPLICABLE),
+        (NO_ANSWER_STATEMENT, NOT_APPLICABLE),
+        (CANDIDATE_FAILED + "timed out after 30 s", CANDIDATE),
+        (NO_CONTEXT_STATEMENT, CANDIDATE),
+        (EMPTY_ANSWER, CANDIDATE),
+        (INVALID_JSON, JUDGE),
+        (TRUNCATED, JUDGE),
+        ("3 verdicts for 2 reference sentences", JUDGE),
+        ("the judge found no statement in a non-empty answer", JUDGE),
+    ],
+)
 def test_each_reason_has_one_cause(reason, cause):
     assert unmeasured_cause(reason) == cause
 
@@ -114,8 +124,9 @@ def test_a_candidate_that_fails_on_more_items_regresses_even_below_the_floor():
     comparison = compare(candidate, baseline)
 
     assert comparison.verdict == BLOCK and comparison.failing_metrics == ["answer_correctness"]
-    assert "the candidate gave nothing to measure on 8 of 10 items (the baseline on 0)" in \
-        comparison.table.at[0, "note"]
+    assert (
+        "the candidate gave nothing to measure on 8 of 10 items (the baseline on 0)" in comparison.table.at[0, "note"]
+    )
 
 
 def test_items_a_metric_does_not_apply_to_are_left_out_of_coverage():
@@ -142,14 +153,20 @@ def test_a_metric_that_applies_to_no_item_does_not_gate():
 def test_a_candidate_that_declines_everything_and_retrieves_nothing_cannot_become_a_baseline():
     """'I do not know.' to every question, no contexts: faithfulness does not apply, contextual relevancy
     has nothing to measure: a first gate cannot make it the baseline."""
-    candidate = table(faithfulness=[NO_ANSWER_STATEMENT] * 5, contextual_relevancy=[NO_CONTEXT_STATEMENT] * 5,
-                      answer_correctness=[0.0] * 4 + [1.0])
+    candidate = table(
+        faithfulness=[NO_ANSWER_STATEMENT] * 5,
+        contextual_relevancy=[NO_CONTEXT_STATEMENT] * 5,
+        answer_correctness=[0.0] * 4 + [1.0],
+    )
 
     comparison = compare(candidate, None)
 
     assert comparison.verdict == UNMEASURED and not comparison.measured_enough
-    assert verdicts(comparison) == {"faithfulness": "not applicable", "contextual_relevancy": "unmeasured",
-                                    "answer_correctness": "no baseline"}
+    assert verdicts(comparison) == {
+        "faithfulness": "not applicable",
+        "contextual_relevancy": "unmeasured",
+        "answer_correctness": "no baseline",
+    }
 
 
 def test_nothing_measured_anywhere_never_passes():

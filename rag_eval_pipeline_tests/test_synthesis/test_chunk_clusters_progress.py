@@ -33,15 +33,22 @@ def test_test_nodes_logs_the_embedding_batches_and_every_later_phase(caplog):
         pipeline.test_nodes(CHUNKS, Embedder(batch_size=4), log=log)
 
     messages = [r.getMessage() for r in caplog.records if r.name == log.name]
-    assert _in_order(messages, ["new texts, batch 1/3", "embedded 9/9 new texts, batch 3/3", "embeddings of 9 chunks ready",
-                                *LATER_PHASES]), messages
+    assert _in_order(
+        messages,
+        ["new texts, batch 1/3", "embedded 9/9 new texts, batch 3/3", "embeddings of 9 chunks ready", *LATER_PHASES],
+    ), messages
     assert all(m.endswith("texts/s") for m in messages if m.startswith("embedded "))
 
 
 @pytest.mark.dagster
 def test_the_asset_logs_its_progress_to_the_run_log(instance, acme_key, resources):
-    result = materialize(ALL_ASSETS, selection=["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters"],
-                         partition_key=acme_key, instance=instance, resources=resources)
+    result = materialize(
+        ALL_ASSETS,
+        selection=["raw_documents", "rejected_documents", "document_chunks", "chunk_clusters"],
+        partition_key=acme_key,
+        instance=instance,
+        resources=resources,
+    )
 
     assert result.success
     messages = [entry.user_message for entry in instance.all_logs(result.run_id) if entry.step_key == "chunk_clusters"]

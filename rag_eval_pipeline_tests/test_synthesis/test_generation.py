@@ -38,18 +38,42 @@ def _chunk(chunk_id: str, title: str, heading: str, text: str) -> SourceChunk:
 CHUNKS = {
     c.chunk_id: c
     for c in [
-        _chunk("retention.md#0", "Data Retention Policy", "Retention",
-               "Logs are short lived. RouteWise API request logs are retained for 90 days and then deleted automatically."),
-        _chunk("retention.md#1", "Data Retention Policy", "Backups",
-               "Database backups of the shipment system are kept for 35 days in a separate region."),
-        _chunk("retention.md#3", "Data Retention Policy", "Roles",
-               "The Data Governance Council is the body that approves exceptions to the retention periods."),
-        _chunk("travel.md#0", "Travel Policy", "Flights",
-               "Flights must be booked at least 14 days before departure unless the trip is urgent."),
-        _chunk("travel.md#1", "Travel Policy", "Purpose",
-               "Finance Operations owns this policy and reviews it every January with the Chief Financial Officer."),
-        _chunk("oncall.md#0", "On-Call Handbook", "Shifts",
-               "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday."),
+        _chunk(
+            "retention.md#0",
+            "Data Retention Policy",
+            "Retention",
+            "Logs are short lived. RouteWise API request logs are retained for 90 days and then deleted automatically.",
+        ),
+        _chunk(
+            "retention.md#1",
+            "Data Retention Policy",
+            "Backups",
+            "Database backups of the shipment system are kept for 35 days in a separate region.",
+        ),
+        _chunk(
+            "retention.md#3",
+            "Data Retention Policy",
+            "Roles",
+            "The Data Governance Council is the body that approves exceptions to the retention periods.",
+        ),
+        _chunk(
+            "travel.md#0",
+            "Travel Policy",
+            "Flights",
+            "Flights must be booked at least 14 days before departure unless the trip is urgent.",
+        ),
+        _chunk(
+            "travel.md#1",
+            "Travel Policy",
+            "Purpose",
+            "Finance Operations owns this policy and reviews it every January with the Chief Financial Officer.",
+        ),
+        _chunk(
+            "oncall.md#0",
+            "On-Call Handbook",
+            "Shifts",
+            "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday.",
+        ),
     ]
 }
 CORPUS = [c.text for c in CHUNKS.values()]
@@ -114,23 +138,32 @@ def test_simple_ground_truth_is_a_sentence_of_its_only_gold_chunk(chunk_id):
 
 
 def test_the_most_informative_sentence_is_chosen():
-    chunk = _chunk("archive.md#0", "Archive Rules", "Contracts",
-                   "The archive team works closely with the legal department on every request. "
-                   "Closed contracts are stored for 10 years under legal hold in the Zurich archive.")
+    chunk = _chunk(
+        "archive.md#0",
+        "Archive Rules",
+        "Contracts",
+        "The archive team works closely with the legal department on every request. "
+        "Closed contracts are stored for 10 years under legal hold in the Zurich archive.",
+    )
 
     item = _item(SIMPLE, chunk)
 
     # Both sentences are facts; the one with a quantity and a name is the one worth checking.
     assert item.ground_truth.startswith("Closed contracts are stored for 10 years")
     # "Logs are short lived." is too short to be a fact at all.
-    assert _item(SIMPLE, CHUNKS["retention.md#0"]).ground_truth.startswith("RouteWise API request logs are retained for 90 days")
+    assert _item(SIMPLE, CHUNKS["retention.md#0"]).ground_truth.startswith(
+        "RouteWise API request logs are retained for 90 days"
+    )
 
 
-@pytest.mark.parametrize("sentence, value", [
-    ("Flights must be booked at least 14 days before departure unless the trip is urgent.", "14 days"),
-    ("The penalty for a late delivery is 15% of the monthly invoice for the affected route.", "15%"),
-    ("The RouteWise API has a monthly availability target of 99.9 percent for Standard customers.", "99.9 percent"),
-])
+@pytest.mark.parametrize(
+    "sentence, value",
+    [
+        ("Flights must be booked at least 14 days before departure unless the trip is urgent.", "14 days"),
+        ("The penalty for a late delivery is 15% of the monthly invoice for the affected route.", "15%"),
+        ("The RouteWise API has a monthly availability target of 99.9 percent for Standard customers.", "99.9 percent"),
+    ],
+)
 def test_quantity_questions_blank_the_value_they_ask_for(sentence, value):
     chunk = _chunk("policy.md#0", "Travel Policy", "Rules", sentence)
 
@@ -141,13 +174,18 @@ def test_quantity_questions_blank_the_value_they_ask_for(sentence, value):
         assert item.ground_truth == sentence
         assert value not in item.question and item.question.count("____") == 1
         # The blank filled with the value gives back the sentence, in one of the template's phrasings.
-        assert _phrasing_index("quantity", item.question.replace("____", value), title="Travel Policy", blanked=sentence) is not None
+        assert (
+            _phrasing_index("quantity", item.question.replace("____", value), title="Travel Policy", blanked=sentence)
+            is not None
+        )
 
 
 def test_a_sentence_holding_quotes_or_opening_in_lower_case_is_not_blanked():
     # Its quotes would nest inside the question's; a lower-case start is a fragment of a sentence.
-    for text in ('The "Express" tariff lets a customer ship parcels within 2 days across the region.',
-                 "continued: parcels are shipped within 2 days across the whole region by the carrier."):
+    for text in (
+        'The "Express" tariff lets a customer ship parcels within 2 days across the region.',
+        "continued: parcels are shipped within 2 days across the whole region by the carrier.",
+    ):
         outcome = _one(SIMPLE, _chunk("tariffs.md#0", "Tariffs", "Express", text), corpus=[text])
         assert not (isinstance(outcome, QAItem) and outcome.template == "quantity"), outcome
 
@@ -157,8 +195,12 @@ def test_definition_questions_ask_what_the_term_is():
 
     assert item.template == "definition"
     assert item.topic == "Data Governance Council"
-    assert _phrasing_index("definition", item.question, verb="is", term="Data Governance Council",
-                           title="Data Retention Policy") is not None
+    assert (
+        _phrasing_index(
+            "definition", item.question, verb="is", term="Data Governance Council", title="Data Retention Policy"
+        )
+        is not None
+    )
     assert item.ground_truth == CHUNKS["retention.md#3"].text
 
 
@@ -167,17 +209,31 @@ def test_subject_questions_name_the_section_and_the_document():
 
     assert item.template == "subject"
     assert item.topic == "Finance Operations"
-    assert _phrasing_index("subject", item.question, where='the "Purpose" section of "Travel Policy"',
-                           subject="Finance Operations") is not None
+    assert (
+        _phrasing_index(
+            "subject", item.question, where='the "Purpose" section of "Travel Policy"', subject="Finance Operations"
+        )
+        is not None
+    )
 
 
-@pytest.mark.parametrize("heading", [
-    "", "Travel Policy", "August 2015", "Commonly Confused Words and", "2019 2020 2021",
-    # Cells of a table row read as one line: a word twice, or title case and lower case mixed.
-    "Proper nouns Common nouns", "United States country", "Nouns nouns",
-    # Brackets belong to a label, not to a name a question can quote.
-    "Nouns (plural)", "Verbs [irregular]",
-])
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "",
+        "Travel Policy",
+        "August 2015",
+        "Commonly Confused Words and",
+        "2019 2020 2021",
+        # Cells of a table row read as one line: a word twice, or title case and lower case mixed.
+        "Proper nouns Common nouns",
+        "United States country",
+        "Nouns nouns",
+        # Brackets belong to a label, not to a name a question can quote.
+        "Nouns (plural)",
+        "Verbs [irregular]",
+    ],
+)
 def test_a_heading_not_worth_naming_leaves_only_the_document(heading):
     chunk = _chunk("travel.md#1", "Travel Policy", heading, CHUNKS["travel.md#1"].text)
 
@@ -187,23 +243,32 @@ def test_a_heading_not_worth_naming_leaves_only_the_document(heading):
     assert _phrasing_index("subject", item.question, where='"Travel Policy"', subject="Finance Operations") is not None
 
 
-@pytest.mark.parametrize("heading", ["Purpose", "Purpose of the policy", "Travel in the United States", "Leave and holidays"])
+@pytest.mark.parametrize(
+    "heading", ["Purpose", "Purpose of the policy", "Travel in the United States", "Leave and holidays"]
+)
 def test_a_heading_in_title_or_sentence_case_is_named(heading):
     # The near misses of joined cells: one case throughout, a name after a function word.
     chunk = _chunk("travel.md#1", "Travel Policy", heading, CHUNKS["travel.md#1"].text)
 
     item = _item(SIMPLE, chunk)
 
-    assert _phrasing_index("subject", item.question, where=f'the "{heading}" section of "Travel Policy"',
-                           subject="Finance Operations") is not None
+    assert (
+        _phrasing_index(
+            "subject", item.question, where=f'the "{heading}" section of "Travel Policy"', subject="Finance Operations"
+        )
+        is not None
+    )
 
 
-@pytest.mark.parametrize("sentence", [
-    "It runs every night on the main database server of the shipment system.",
-    "This policy applies to every employee of Halcyon Freight in every country.",
-    "There are two warehouses near the port that handle frozen goods for the region.",
-    "When observing tests it helps to note the time and the name of the engineer.",
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "It runs every night on the main database server of the shipment system.",
+        "This policy applies to every employee of Halcyon Freight in every country.",
+        "There are two warehouses near the port that handle frozen goods for the region.",
+        "When observing tests it helps to note the time and the name of the engineer.",
+    ],
+)
 def test_a_subject_that_does_not_stand_on_its_own_gives_no_question(sentence):
     outcome = _one(SIMPLE, _chunk("notes.md#0", "Notes", "Tips", sentence), corpus=[sentence])
 
@@ -241,10 +306,18 @@ def test_a_less_informative_sentence_is_used_when_no_template_fits_the_best():
 
 # --- multi_context ----------------------------------------------------------------------------------
 
-SHIPMENT_RETENTION = _chunk("retention.md#2", "Data Retention Policy", "Retention Periods",
-                            "Customer Shipment Data is retained for the duration of the contract plus 24 months. Logs are kept elsewhere.")
-SHIPMENT_DELETION = _chunk("sla.md#1", "Customer SLA Summary", "Data Protection",
-                           "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.")
+SHIPMENT_RETENTION = _chunk(
+    "retention.md#2",
+    "Data Retention Policy",
+    "Retention Periods",
+    "Customer Shipment Data is retained for the duration of the contract plus 24 months. Logs are kept elsewhere.",
+)
+SHIPMENT_DELETION = _chunk(
+    "sla.md#1",
+    "Customer SLA Summary",
+    "Data Protection",
+    "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.",
+)
 MULTI_CORPUS = CORPUS + [SHIPMENT_RETENTION.text, SHIPMENT_DELETION.text]
 
 
@@ -253,8 +326,12 @@ def test_multi_context_question_names_both_documents_and_the_shared_term():
 
     assert item.template == "shared-topic"
     assert "customer shipment" in item.topic.lower()
-    assert _phrasing_index("shared-topic", item.question, both='"Data Retention Policy" and "Customer SLA Summary"',
-                           term=item.topic) is not None
+    assert (
+        _phrasing_index(
+            "shared-topic", item.question, both='"Data Retention Policy" and "Customer SLA Summary"', term=item.topic
+        )
+        is not None
+    )
     # One sentence of each chunk, in the chunks' order; both chunks are gold.
     first, second = factual_sentences(SHIPMENT_RETENTION.text)[0], factual_sentences(SHIPMENT_DELETION.text)[0]
     assert item.ground_truth == f"{first} {second}"
@@ -263,10 +340,16 @@ def test_multi_context_question_names_both_documents_and_the_shared_term():
 
 
 def test_multi_context_in_one_document_names_the_two_sections():
-    other_section = _chunk("retention.md#7", "Data Retention Policy", "Customer Requests",
-                           "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.")
+    other_section = _chunk(
+        "retention.md#7",
+        "Data Retention Policy",
+        "Customer Requests",
+        "A customer may ask Halcyon Freight to delete its Customer Shipment Data before the end of the contract.",
+    )
 
-    item = _item(MULTI_CONTEXT, SHIPMENT_RETENTION, other_section, corpus=CORPUS + [SHIPMENT_RETENTION.text, other_section.text])
+    item = _item(
+        MULTI_CONTEXT, SHIPMENT_RETENTION, other_section, corpus=CORPUS + [SHIPMENT_RETENTION.text, other_section.text]
+    )
 
     both = 'the "Retention Periods" and "Customer Requests" sections of "Data Retention Policy"'
     assert _phrasing_index("shared-topic", item.question, both=both, term=item.topic) is not None
@@ -274,10 +357,15 @@ def test_multi_context_in_one_document_names_the_two_sections():
 
 def test_a_shared_term_after_to_is_a_verb_not_a_topic():
     # "to book flights" is something to do; asking what two documents say "about book flights" reads badly.
-    first = _chunk("travel.md#5", "Travel Policy", "Booking",
-                   "Staff are asked to book flights at least 14 days ahead of any trip.")
-    second = _chunk("onboarding.md#2", "Onboarding Guide", "First Week",
-                    "Managers are asked to book flights for new starters well in advance.")
+    first = _chunk(
+        "travel.md#5", "Travel Policy", "Booking", "Staff are asked to book flights at least 14 days ahead of any trip."
+    )
+    second = _chunk(
+        "onboarding.md#2",
+        "Onboarding Guide",
+        "First Week",
+        "Managers are asked to book flights for new starters well in advance.",
+    )
 
     outcome = _one(MULTI_CONTEXT, first, second, corpus=[first.text, second.text])
 
@@ -296,14 +384,26 @@ def test_multi_context_in_one_section_or_without_a_shared_term_fails_with_a_reas
 # --- unanswerable -----------------------------------------------------------------------------------
 
 # Three names of kinds the frames know: a college, a museum (organisations) and a road.
-COLLEGE = _chunk("roads.md#2", "Town Report", "Roads",
-                 "Students of Edmonds Community College walk to the Natural History Museum along Chobham Road every Friday.")
+COLLEGE = _chunk(
+    "roads.md#2",
+    "Town Report",
+    "Roads",
+    "Students of Edmonds Community College walk to the Natural History Museum along Chobham Road every Friday.",
+)
 # Common nouns only, however modified: "the town council" leaves a reader asking which council.
-COMMON_NOUNS = _chunk("roads.md#3", "Town Report", "Roads",
-                      "The town council spent the regional grant on new cycle lanes along the canal.")
+COMMON_NOUNS = _chunk(
+    "roads.md#3",
+    "Town Report",
+    "Roads",
+    "The town council spent the regional grant on new cycle lanes along the canal.",
+)
 # Its heading names a thing, but its sentence names nothing of a kind whose facts the frames know.
-FORKLIFT = _chunk("safety.md#4", "Warehouse Safety Standard", "Forklift Certificates",
-                  "A forklift certificate is valid for 3 years and must be renewed by passing a practical test.")
+FORKLIFT = _chunk(
+    "safety.md#4",
+    "Warehouse Safety Standard",
+    "Forklift Certificates",
+    "A forklift certificate is valid for 3 years and must be renewed by passing a practical test.",
+)
 
 
 def _frame_of(question: str, topic: str):
@@ -330,17 +430,20 @@ def test_unanswerable_expects_the_refusal_and_has_no_gold_chunks():
     assert not _states(corpus, item.topic, _frame_of(item.question, item.topic).answer_words)
 
 
-@pytest.mark.parametrize("sentence, kind", [
-    ("Children visit the Natural History Museum with their teachers on Fridays.", "organisation"),
-    ("Farmers applied to the Countryside Stewardship scheme in the spring.", "programme"),
-    ("Engineers at the depot rely on the Tracker system every night of the week.", "method"),
-    ("Walkers reached Mayfield village before noon on the first day.", "settlement"),
-    ("Visitors to Shepperton Church can park behind the old school in summer.", "building"),
-    ("Walkers cross Epsom Common on the way to the station in summer.", "landmark"),
-    ("Trains on the Oxford railway stop at Didcot twice an hour.", "route"),
-    ("Trains to Chobham Road were cancelled after the storm in March.", "route"),
-    ("Readers of the Strand Magazine wrote to Conan Doyle in their thousands.", "work"),
-])
+@pytest.mark.parametrize(
+    "sentence, kind",
+    [
+        ("Children visit the Natural History Museum with their teachers on Fridays.", "organisation"),
+        ("Farmers applied to the Countryside Stewardship scheme in the spring.", "programme"),
+        ("Engineers at the depot rely on the Tracker system every night of the week.", "method"),
+        ("Walkers reached Mayfield village before noon on the first day.", "settlement"),
+        ("Visitors to Shepperton Church can park behind the old school in summer.", "building"),
+        ("Walkers cross Epsom Common on the way to the station in summer.", "landmark"),
+        ("Trains on the Oxford railway stop at Didcot twice an hour.", "route"),
+        ("Trains to Chobham Road were cancelled after the storm in March.", "route"),
+        ("Readers of the Strand Magazine wrote to Conan Doyle in their thousands.", "work"),
+    ],
+)
 def test_unanswerable_frames_fit_the_kind_of_their_topic(sentence, kind):
     chunk = _chunk("town.md#0", "Town Guide", "Around Town", sentence)
 
@@ -389,12 +492,16 @@ def test_unanswerable_fails_when_the_corpus_states_every_kind_of_fact():
     assert "every kind of fact" in outcome.reason and "Edmonds Community College" in outcome.reason
 
 
-@pytest.mark.parametrize("chunk", [
-    FORKLIFT,
-    _chunk("notes.txt#0", "Notes", "", "Short. Yes."),
-    _chunk("roads.md#3", "Town Report", "Roads", "The council spent the grant on roads in the north of the town."),
-    COMMON_NOUNS,
-], ids=["no known kind", "no factual sentence", "only bare heads", "only common nouns"])
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        FORKLIFT,
+        _chunk("notes.txt#0", "Notes", "", "Short. Yes."),
+        _chunk("roads.md#3", "Town Report", "Roads", "The council spent the grant on roads in the north of the town."),
+        COMMON_NOUNS,
+    ],
+    ids=["no known kind", "no factual sentence", "only bare heads", "only common nouns"],
+)
 def test_unanswerable_from_a_chunk_naming_nothing_of_a_known_kind_fails_with_its_reason(chunk):
     outcome = _one(UNANSWERABLE, chunk, corpus=CORPUS + [chunk.text])
 
@@ -411,13 +518,16 @@ def _passes_quality(item: QAItem, chunks: tuple[SourceChunk, ...]) -> str | None
     return assess(item.question, item.question_type, item.topic, context).problem
 
 
-@pytest.mark.parametrize("question_type, chunks", [
-    pytest.param(SIMPLE, (CHUNKS["travel.md#0"],), id="quantity"),
-    pytest.param(SIMPLE, (CHUNKS["retention.md#3"],), id="definition"),
-    pytest.param(SIMPLE, (CHUNKS["travel.md#1"],), id="subject"),
-    pytest.param(MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION), id="shared-topic"),
-    pytest.param(UNANSWERABLE, (COLLEGE,), id="absent-fact"),
-])
+@pytest.mark.parametrize(
+    "question_type, chunks",
+    [
+        pytest.param(SIMPLE, (CHUNKS["travel.md#0"],), id="quantity"),
+        pytest.param(SIMPLE, (CHUNKS["retention.md#3"],), id="definition"),
+        pytest.param(SIMPLE, (CHUNKS["travel.md#1"],), id="subject"),
+        pytest.param(MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION), id="shared-topic"),
+        pytest.param(UNANSWERABLE, (COLLEGE,), id="absent-fact"),
+    ],
+)
 def test_every_phrasing_the_generator_writes_passes_the_quality_stage(question_type, chunks):
     items = _items_over_a_set(question_type, *chunks, corpus=MULTI_CORPUS + [COLLEGE.text])
 
@@ -432,7 +542,9 @@ def test_every_phrasing_the_generator_writes_passes_the_quality_stage(question_t
 def _phrasing_shape(template: str, question: str) -> int | None:
     """Which of the template's phrasings the question has, whatever its blanks were filled with."""
     for index, phrasing in enumerate(_PHRASINGS[template]):
-        pattern = "".join("(.+)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{\w+\})", phrasing))
+        pattern = "".join(
+            "(.+)" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{\w+\})", phrasing)
+        )
         if re.fullmatch(pattern, question):
             return index
     return None
@@ -449,12 +561,15 @@ def test_the_same_task_always_gets_the_same_phrasing():
     assert [o.question for o in first] == [o.question for o in in_reverse] == [o.question for o in other_cluster]
 
 
-@pytest.mark.parametrize("template, question_type, chunks", [
-    ("quantity", SIMPLE, (CHUNKS["travel.md#0"],)),
-    ("definition", SIMPLE, (CHUNKS["retention.md#3"],)),
-    ("subject", SIMPLE, (CHUNKS["travel.md#1"],)),
-    ("shared-topic", MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION)),
-])
+@pytest.mark.parametrize(
+    "template, question_type, chunks",
+    [
+        ("quantity", SIMPLE, (CHUNKS["travel.md#0"],)),
+        ("definition", SIMPLE, (CHUNKS["retention.md#3"],)),
+        ("subject", SIMPLE, (CHUNKS["travel.md#1"],)),
+        ("shared-topic", MULTI_CONTEXT, (SHIPMENT_RETENTION, SHIPMENT_DELETION)),
+    ],
+)
 def test_different_tasks_get_different_phrasings_across_a_set(template, question_type, chunks):
     items = _items_over_a_set(question_type, *chunks, corpus=MULTI_CORPUS)
 
@@ -477,29 +592,41 @@ def test_reasoning_is_a_failure_with_a_reason_not_an_item():
 
 
 def test_outcomes_come_back_one_per_task_in_order():
-    tasks = [_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"]),
-             _task(UNANSWERABLE, COLLEGE), _task(SIMPLE, CHUNKS["oncall.md#0"])]
+    tasks = [
+        _task(SIMPLE, CHUNKS["travel.md#0"]),
+        _task(REASONING, CHUNKS["travel.md#0"]),
+        _task(UNANSWERABLE, COLLEGE),
+        _task(SIMPLE, CHUNKS["oncall.md#0"]),
+    ]
 
     outcomes = OfflineGenerator(CORPUS + [COLLEGE.text]).generate(tasks)
 
     assert [type(o) for o in outcomes] == [QAItem, GenerationFailure, QAItem, QAItem]
     assert [o.question_type if isinstance(o, QAItem) else o.task.question_type for o in outcomes] == [
-        SIMPLE, REASONING, UNANSWERABLE, SIMPLE]
+        SIMPLE,
+        REASONING,
+        UNANSWERABLE,
+        SIMPLE,
+    ]
 
 
 # --- stable ids -------------------------------------------------------------------------------------
 
 
 def _all_tasks() -> list[GenerationTask]:
-    return ([_task(SIMPLE, c) for c in CHUNKS.values()]
-            + [_task(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION), _task(UNANSWERABLE, COLLEGE)])
+    return [_task(SIMPLE, c) for c in CHUNKS.values()] + [
+        _task(MULTI_CONTEXT, SHIPMENT_RETENTION, SHIPMENT_DELETION),
+        _task(UNANSWERABLE, COLLEGE),
+    ]
 
 
 def test_qa_ids_are_stable_across_runs_and_unaffected_by_other_chunks():
     corpus = MULTI_CORPUS + [COLLEGE.text]
     first = OfflineGenerator(corpus).generate(_all_tasks())
     second = OfflineGenerator(list(corpus)).generate(_all_tasks())
-    third = OfflineGenerator(corpus + ["The new loading dock in Venlo opens at 06:00 on every working day."]).generate(_all_tasks())
+    third = OfflineGenerator(corpus + ["The new loading dock in Venlo opens at 06:00 on every working day."]).generate(
+        _all_tasks()
+    )
 
     assert all(isinstance(o, QAItem) for o in first)
     assert [(o.qa_id, o.question) for o in first] == [(o.qa_id, o.question) for o in second]
@@ -519,7 +646,9 @@ def test_qa_id_depends_on_type_gold_chunks_and_normalised_question():
 
 
 def test_item_and_failure_frames_have_their_columns():
-    outcomes = OfflineGenerator(CORPUS).generate([_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"])])
+    outcomes = OfflineGenerator(CORPUS).generate(
+        [_task(SIMPLE, CHUNKS["travel.md#0"]), _task(REASONING, CHUNKS["travel.md#0"])]
+    )
     items = [o for o in outcomes if isinstance(o, QAItem)]
     failures = [o for o in outcomes if isinstance(o, GenerationFailure)]
 
@@ -555,15 +684,21 @@ class FakeGenerator:
         if self.mode == "nothing":
             return []
         if self.mode == "retype":  # items of another type than the task asked for
-            return [make_item(GenerationTask(REASONING, t.chunks, 0), "Why would that be so?", "Because.", self.name, "v")
-                    for t in tasks]
+            return [
+                make_item(GenerationTask(REASONING, t.chunks, 0), "Why would that be so?", "Because.", self.name, "v")
+                for t in tasks
+            ]
         outcomes = []
         for task in tasks:
             chunk_id = task.chunks[0].chunk_id
             if chunk_id in self.fail_on:
                 outcomes.append(GenerationFailure(task, self.name, f"fake failure on {chunk_id}"))
             else:
-                outcomes.append(make_item(task, f"What does {chunk_id} say?", f"It says {chunk_id}.", self.name, self.prompt_version))
+                outcomes.append(
+                    make_item(
+                        task, f"What does {chunk_id} say?", f"It says {chunk_id}.", self.name, self.prompt_version
+                    )
+                )
         return outcomes
 
     @property
@@ -615,16 +750,24 @@ def test_driver_with_fewer_candidates_than_planned_writes_what_it_can():
 def test_driver_works_on_all_types_at_once_and_skips_unplanned_ones():
     generator = FakeGenerator(fail_on={"s.md#0"})
     plans = [TypePlan(SIMPLE, 2, 2), TypePlan(REASONING, 1, 0), TypePlan(UNANSWERABLE, 1, 1)]
-    candidates = {SIMPLE: _candidates(SIMPLE, 4, "s"), REASONING: _candidates(REASONING, 4, "r"),
-                  UNANSWERABLE: _candidates(UNANSWERABLE, 4, "u")}
+    candidates = {
+        SIMPLE: _candidates(SIMPLE, 4, "s"),
+        REASONING: _candidates(REASONING, 4, "r"),
+        UNANSWERABLE: _candidates(UNANSWERABLE, 4, "u"),
+    }
 
     items, failures = generate_items(generator, plans, candidates)
 
     # round 1: both planned types together; round 2: the simple item that failed is replaced
     assert [[t.chunks[0].chunk_id for t in batch] for batch in generator.batches] == [
-        ["s.md#0", "s.md#1", "u.md#0"], ["s.md#2"]]
+        ["s.md#0", "s.md#1", "u.md#0"],
+        ["s.md#2"],
+    ]
     assert sorted((i.question_type, i.source_chunk_ids[0]) for i in items) == [
-        (SIMPLE, "s.md#1"), (SIMPLE, "s.md#2"), (UNANSWERABLE, "u.md#0")]
+        (SIMPLE, "s.md#1"),
+        (SIMPLE, "s.md#2"),
+        (UNANSWERABLE, "u.md#0"),
+    ]
     assert [f.task.chunks[0].chunk_id for f in failures] == ["s.md#0"]
     assert not any(t.question_type == REASONING for batch in generator.batches for t in batch)
 
@@ -643,8 +786,11 @@ def test_driver_records_a_failure_for_every_task_the_generator_returned_nothing_
 def test_driver_turns_items_of_the_wrong_type_into_failures():
     generator = FakeGenerator(mode="retype")
 
-    items, failures = generate_items(generator, [TypePlan(SIMPLE, 1, 1), TypePlan(UNANSWERABLE, 1, 1)],
-                                     {SIMPLE: _candidates(SIMPLE, 2, "s"), UNANSWERABLE: _candidates(UNANSWERABLE, 2, "u")})
+    items, failures = generate_items(
+        generator,
+        [TypePlan(SIMPLE, 1, 1), TypePlan(UNANSWERABLE, 1, 1)],
+        {SIMPLE: _candidates(SIMPLE, 2, "s"), UNANSWERABLE: _candidates(UNANSWERABLE, 2, "u")},
+    )
 
     assert items == []
     assert len(failures) == len(generator.tried) == 4  # every candidate tried, none lost

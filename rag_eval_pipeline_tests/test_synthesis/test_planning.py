@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline.synthesis.items import MULTI_CONTEXT, QUESTION_TYPES, REASONING, SIMPLE, UNANSWERABLE
-from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX, TypePlan, candidate_tasks, key_terms, plan_counts, topic_terms
+from rag_eval_pipeline.synthesis.planning import (
+    DEFAULT_MIX,
+    TypePlan,
+    candidate_tasks,
+    key_terms,
+    plan_counts,
+    topic_terms,
+)
 
 OFFLINE_TYPES = (SIMPLE, MULTI_CONTEXT, UNANSWERABLE)
 
@@ -33,13 +40,16 @@ def test_largest_remainder_goes_to_the_largest_fraction():
     assert [plans[t].planned for t in (SIMPLE, MULTI_CONTEXT, UNANSWERABLE)] == [4, 3, 3]
 
 
-@pytest.mark.parametrize("mix", [
-    DEFAULT_MIX,
-    {SIMPLE: 1.0},
-    {SIMPLE: 0.7, UNANSWERABLE: 0.3},
-    {SIMPLE: 1, REASONING: 1, MULTI_CONTEXT: 1, UNANSWERABLE: 1},
-    {SIMPLE: 0.33, MULTI_CONTEXT: 0.33, UNANSWERABLE: 0.34},
-])
+@pytest.mark.parametrize(
+    "mix",
+    [
+        DEFAULT_MIX,
+        {SIMPLE: 1.0},
+        {SIMPLE: 0.7, UNANSWERABLE: 0.3},
+        {SIMPLE: 1, REASONING: 1, MULTI_CONTEXT: 1, UNANSWERABLE: 1},
+        {SIMPLE: 0.33, MULTI_CONTEXT: 0.33, UNANSWERABLE: 0.34},
+    ],
+)
 @pytest.mark.parametrize("supported", [QUESTION_TYPES, OFFLINE_TYPES])
 def test_counts_sum_to_n_and_stay_within_one_of_the_exact_share(mix, supported):
     for n in range(1, 41):
@@ -81,14 +91,17 @@ def test_only_unsupported_types_plan_nothing_and_say_why():
     assert plans[0].note
 
 
-@pytest.mark.parametrize("n, mix, message", [
-    (10, {"simple": 1, "trivia": 1}, "unknown question types ['trivia']"),
-    (10, {"simple": 1, "unanswerable": -0.5}, "non-negative weights"),
-    (10, {"simple": 0, "unanswerable": 0}, "positive sum"),
-    (10, {}, "positive sum"),
-    (0, DEFAULT_MIX, "at least 1"),
-    (-3, DEFAULT_MIX, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "n, mix, message",
+    [
+        (10, {"simple": 1, "trivia": 1}, "unknown question types ['trivia']"),
+        (10, {"simple": 1, "unanswerable": -0.5}, "non-negative weights"),
+        (10, {"simple": 0, "unanswerable": 0}, "positive sum"),
+        (10, {}, "positive sum"),
+        (0, DEFAULT_MIX, "at least 1"),
+        (-3, DEFAULT_MIX, "at least 1"),
+    ],
+)
 def test_bad_plans_are_value_errors(n, mix, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         plan_counts(n, mix, QUESTION_TYPES)
@@ -130,11 +143,22 @@ TITLES = {"x.md": "Venlo Site Handbook", "y.md": "Kassel Warehouse Guide", "w.md
 
 def _frames(chunks: dict = DOCKS) -> tuple[pd.DataFrame, pd.DataFrame]:
     chunk_frame = pd.DataFrame(
-        [{"chunk_id": c, "doc_id": c.split("#")[0], "position": int(c.split("#")[1]), "heading": f"Section {c[-1]}", "text": t}
-         for c, (_, t) in chunks.items()]
+        [
+            {
+                "chunk_id": c,
+                "doc_id": c.split("#")[0],
+                "position": int(c.split("#")[1]),
+                "heading": f"Section {c[-1]}",
+                "text": t,
+            }
+            for c, (_, t) in chunks.items()
+        ]
     )
     nodes = pd.DataFrame(
-        [{"chunk_id": c, "cluster_id": k, "cluster_label": f"label {k}", "test_node_rank": RANKS[c]} for c, (k, _) in chunks.items()]
+        [
+            {"chunk_id": c, "cluster_id": k, "cluster_label": f"label {k}", "test_node_rank": RANKS[c]}
+            for c, (k, _) in chunks.items()
+        ]
     )
     return chunk_frame, nodes
 
@@ -183,7 +207,12 @@ def test_multi_context_without_any_partner_gives_no_task():
 
 
 def test_types_start_at_different_points_of_the_ranking():
-    plans = [TypePlan(SIMPLE, 2, 2), TypePlan(REASONING, 1, 0), TypePlan(MULTI_CONTEXT, 1, 1), TypePlan(UNANSWERABLE, 2, 2)]
+    plans = [
+        TypePlan(SIMPLE, 2, 2),
+        TypePlan(REASONING, 1, 0),
+        TypePlan(MULTI_CONTEXT, 1, 1),
+        TypePlan(UNANSWERABLE, 2, 2),
+    ]
 
     tasks = candidate_tasks(*_frames(), TITLES, plans)
 

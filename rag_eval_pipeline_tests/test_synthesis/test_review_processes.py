@@ -35,8 +35,10 @@ EARLIER_REJECTIONS = 300_000
 def warehouse(tmp_path) -> Warehouse:
     warehouse = Warehouse(tmp_path / "warehouse")
     golden = golden_frame(ITEMS)
-    earlier = pd.DataFrame([{**golden.iloc[0].to_dict(), "stage": "verification", "reason": "duplicate question"}],
-                           columns=REJECTED_COLUMNS)
+    earlier = pd.DataFrame(
+        [{**golden.iloc[0].to_dict(), "stage": "verification", "reason": "duplicate question"}],
+        columns=REJECTED_COLUMNS,
+    )
     earlier = earlier.loc[earlier.index.repeat(EARLIER_REJECTIONS)].reset_index(drop=True)
     earlier["qa_id"] = [f"dropped-{n}" for n in range(EARLIER_REJECTIONS)]
     lay_out_version(warehouse, "acme", "v1", golden, rejected=earlier)
@@ -45,8 +47,12 @@ def warehouse(tmp_path) -> Warehouse:
 
 @pytest.fixture
 def env(tmp_path, warehouse) -> dict:
-    environment = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "RAG_EVAL_WAREHOUSE": str(warehouse.root),
-                   "PYTHONPATH": str(REPO_ROOT)}
+    environment = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "RAG_EVAL_WAREHOUSE": str(warehouse.root),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
     environment.pop("RAG_EVAL_DATABASE_URL", None)  # the embedded warehouse, where import works
     return environment
 
@@ -58,16 +64,28 @@ def _sheet(tmp_path, name: str, rejected_qa_id: str) -> Path:
 
 
 def _import_command(sheet: Path, new_version: str) -> list[str]:
-    return [RAG_EVAL, "review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet),
-            "--new-version", new_version]
+    return [
+        RAG_EVAL,
+        "review",
+        "import",
+        "--tenant",
+        "acme",
+        "--version",
+        "v1",
+        "--file",
+        str(sheet),
+        "--new-version",
+        new_version,
+    ]
 
 
 def _kill_after_the_golden_set(env, warehouse: Warehouse, sheet: Path, version: str) -> bool:
     """Start an import; SIGKILL it once its golden set is on disk. True when its manifest was not written yet."""
     golden = warehouse.table_path("acme", version, "golden_set")
     manifest = warehouse.partition_dir("acme", version) / MANIFEST_FILE
-    process = subprocess.Popen(_import_command(sheet, version), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _import_command(sheet, version), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 300
     try:
         while process.poll() is None and time.monotonic() < deadline:
@@ -102,12 +120,20 @@ def test_an_import_killed_between_its_golden_set_and_its_manifest_leaves_the_nam
 
 
 def test_two_imports_into_one_new_version_publish_one_of_them(env, warehouse, tmp_path):
-    sheets = {LOGS.qa_id: _sheet(tmp_path, "logs.csv", LOGS.qa_id), HOTEL.qa_id: _sheet(tmp_path, "hotel.csv", HOTEL.qa_id)}
-    processes = {rejected: subprocess.Popen(_import_command(sheet, "v2"), env=env, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)
-                 for rejected, sheet in sheets.items()}
-    outcomes = {rejected: (process.wait(timeout=600), process.stdout.read(), process.stderr.read())
-                for rejected, process in processes.items()}
+    sheets = {
+        LOGS.qa_id: _sheet(tmp_path, "logs.csv", LOGS.qa_id),
+        HOTEL.qa_id: _sheet(tmp_path, "hotel.csv", HOTEL.qa_id),
+    }
+    processes = {
+        rejected: subprocess.Popen(
+            _import_command(sheet, "v2"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for rejected, sheet in sheets.items()
+    }
+    outcomes = {
+        rejected: (process.wait(timeout=600), process.stdout.read(), process.stderr.read())
+        for rejected, process in processes.items()
+    }
 
     assert sorted(status for status, _, _ in outcomes.values()) == [0, 2], outcomes
     [winner] = [rejected for rejected, (status, _, _) in outcomes.items() if status == 0]
@@ -128,12 +154,22 @@ def test_a_gate_on_a_published_golden_set_without_items_exits_2_with_one_line(en
     manifest = Manifest("acme", "v9", content_hash(golden), 0, {}, "2030-01-01T00:00:00+00:00", "synthesis", None)
     (warehouse.partition_dir("acme", "v9") / MANIFEST_FILE).write_text(json.dumps(asdict(manifest)), encoding="utf-8")
     assert latest_version(warehouse, "acme") == "v9"
-    registered = subprocess.run([RAG_EVAL, "register", "--tenant", "acme", "--version", "v9"], env=env,
-                                capture_output=True, text=True, timeout=300)
+    registered = subprocess.run(
+        [RAG_EVAL, "register", "--tenant", "acme", "--version", "v9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert registered.returncode == 0, registered.stderr
 
-    gate = subprocess.run([RAG_EVAL, "gate", "--tenant", "acme", "--candidate", "c1"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    gate = subprocess.run(
+        [RAG_EVAL, "gate", "--tenant", "acme", "--candidate", "c1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
     assert gate.returncode == 2
     lines = gate.stderr.strip().splitlines()
@@ -141,7 +177,12 @@ def test_a_gate_on_a_published_golden_set_without_items_exits_2_with_one_line(en
     assert "acme/v9 has no items" in lines[0]
 
     # The audit job itself refuses it too, naming why, instead of failing on a missing column.
-    audit = subprocess.run([RAG_EVAL, "run", "--tenant", "acme", "--version", "v9", "--job", "audit"], env=env,
-                           capture_output=True, text=True, timeout=600)
+    audit = subprocess.run(
+        [RAG_EVAL, "run", "--tenant", "acme", "--version", "v9", "--job", "audit"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert audit.returncode == 2
     assert "acme/v9 has no items" in audit.stderr and "KeyError" not in audit.stderr

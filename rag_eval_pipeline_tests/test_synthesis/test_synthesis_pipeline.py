@@ -116,7 +116,10 @@ def test_every_kept_demo_item_is_grounded_in_its_gold_chunks(demo_result, offlin
         statements = offline_judge.statements(item["ground_truth"])
         assert statements
         verdicts = offline_judge.verify(statements, list(item["gold_contexts"]), item["question"])
-        assert all(v.supported for v in verdicts), (item["question"], [v.statement for v in verdicts if not v.supported])
+        assert all(v.supported for v in verdicts), (
+            item["question"],
+            [v.statement for v in verdicts if not v.supported],
+        )
 
 
 def test_demo_qa_ids_are_unique_and_stable_across_runs(demo_result, demo_folder, offline_judge, embedder):
@@ -153,11 +156,14 @@ def test_a_missing_folder_is_a_clear_error(tmp_path, offline_judge, embedder):
 
 
 def test_a_folder_of_unparseable_files_names_each_with_its_reason(tmp_path, offline_judge, embedder):
-    folder = _write(tmp_path / "broken", {
-        "contract.pdf": b"%PDF-1.7 this is not really a PDF \x00\x01\x02",
-        "minutes.docx": b"PK\x03\x04 a word document",
-        "empty.md": b"   \n",
-    })
+    folder = _write(
+        tmp_path / "broken",
+        {
+            "contract.pdf": b"%PDF-1.7 this is not really a PDF \x00\x01\x02",
+            "minutes.docx": b"PK\x03\x04 a word document",
+            "empty.md": b"   \n",
+        },
+    )
 
     with pytest.raises(ValueError) as error:
         _run(folder, offline_judge, embedder)
@@ -178,10 +184,13 @@ def test_documents_with_headings_only_are_a_clear_error(tmp_path, offline_judge,
     assert "outline.md" in str(error.value)
 
 
-@pytest.mark.parametrize("text", [
-    "# Loading dock\n\nThe loading dock in Venlo must be inspected every morning before 06:00 by the site manager.\n",
-    "# Notes\n\nShort note. Nothing else.\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Loading dock\n\nThe loading dock in Venlo must be inspected every morning before 06:00 by the site manager.\n",
+        "# Notes\n\nShort note. Nothing else.\n",
+    ],
+)
 def test_a_single_tiny_document_gives_few_items_with_reasons(tmp_path, offline_judge, embedder, text):
     folder = _write(tmp_path / "tiny", {"notes.md": text})
 
@@ -239,7 +248,9 @@ def test_unreadable_files_beside_good_ones_are_reported_not_fatal(tmp_path, offl
 
     result = _run(folder, offline_judge, embedder, n=4)
 
-    assert [(r.path, r.reason.split(":")[0]) for r in result.rejected_documents] == [("scan.pdf", "corrupt or unreadable PDF")]
+    assert [(r.path, r.reason.split(":")[0]) for r in result.rejected_documents] == [
+        ("scan.pdf", "corrupt or unreadable PDF")
+    ]
     _assert_consistent(result)
 
 
@@ -255,7 +266,10 @@ TEXTS = [
     "Customer Shipment Data is retained for the duration of the contract plus 24 months.",
 ]
 CHUNKS = pd.DataFrame(
-    [{"chunk_id": f"doc{i}.md#0", "doc_id": f"doc{i}.md", "position": 0, "heading": "", "text": t} for i, t in enumerate(TEXTS)]
+    [
+        {"chunk_id": f"doc{i}.md#0", "doc_id": f"doc{i}.md", "position": 0, "heading": "", "text": t}
+        for i, t in enumerate(TEXTS)
+    ]
 )
 # Six test nodes; the last chunk is not one, so six tasks are all a plan of six can try.
 NODES = pd.DataFrame(
@@ -276,8 +290,13 @@ class FakeMalformedGenerator:
         outcomes = []
         for i, task in enumerate(tasks):
             chunk = task.chunks[0]
-            good = make_item(task, f"What does document {chunk.doc_id} state about the subject of the document?", chunk.text,
-                             self.name, "v1")
+            good = make_item(
+                task,
+                f"What does document {chunk.doc_id} state about the subject of the document?",
+                chunk.text,
+                self.name,
+                "v1",
+            )
             malformed = [
                 good,
                 QAItem(**{**asdict(good), "qa_id": "empty-question", "question": ""}),
@@ -327,12 +346,15 @@ def test_parse_mix_reads_names_and_weights():
     assert parse_mix(" simple=3 , multi_context=1.5 ,") == {SIMPLE: 3.0, MULTI_CONTEXT: 1.5}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("simple,trivia", "unknown question type 'trivia'"),
-    ("simple=lots", "the weight of 'simple' must be a number"),
-    ("", "no question types given"),
-    (" , ", "no question types given"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("simple,trivia", "unknown question type 'trivia'"),
+        ("simple=lots", "the weight of 'simple' must be a number"),
+        ("", "no question types given"),
+        (" , ", "no question types given"),
+    ],
+)
 def test_parse_mix_rejects_bad_input(text, message):
     with pytest.raises(ValueError, match=message):
         parse_mix(text)

@@ -16,8 +16,10 @@ QUESTION_ONLY = "Which of the eight warehouses in the region handle frozen goods
 def _frames(rows: list[tuple[str, int, float, str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """rows: (chunk_id '<doc>#<n>', cluster_id, membership, text) -> (chunks, clusters)."""
     chunks = pd.DataFrame(
-        [{"chunk_id": c, "doc_id": c.split("#")[0], "position": int(c.split("#")[1]), "heading": "", "text": t}
-         for c, _, _, t in rows]
+        [
+            {"chunk_id": c, "doc_id": c.split("#")[0], "position": int(c.split("#")[1]), "heading": "", "text": t}
+            for c, _, _, t in rows
+        ]
     )
     clusters = pd.DataFrame(
         [{"chunk_id": c, "cluster_id": k, "is_outlier": k == -1, "membership": m} for c, k, m, _ in rows]
@@ -46,7 +48,9 @@ def test_information_is_positive_for_a_factual_sentence_and_rewards_numbers_and_
 def test_a_non_factual_sentence_beside_a_fact_does_not_zero_the_chunk():
     text = f"{NO_FACT} Database backups of the shipment system are kept for 35 days in a separate region."
 
-    assert factual_sentences(text) == ["Database backups of the shipment system are kept for 35 days in a separate region."]
+    assert factual_sentences(text) == [
+        "Database backups of the shipment system are kept for 35 days in a separate region."
+    ]
     assert information_score(text) > 0
 
 
@@ -57,7 +61,12 @@ def test_a_non_factual_sentence_beside_a_fact_does_not_zero_the_chunk():
 ROWS = [
     # cluster 0: four factual chunks, three in a.md and the weakest is the only chunk of c.md
     ("a.md#0", 0, 1.0, "An on-call shift at Halcyon Freight lasts exactly 7 days from Monday to Monday."),
-    ("a.md#1", 0, 0.6, "RouteWise API request logs are retained for 90 days and then deleted automatically by Sweeper."),
+    (
+        "a.md#1",
+        0,
+        0.6,
+        "RouteWise API request logs are retained for 90 days and then deleted automatically by Sweeper.",
+    ),
     ("a.md#2", 0, 0.3, "Database backups of the shipment system are kept for 35 days in a separate region."),
     ("c.md#0", 0, 0.0, "The shift lasts exactly one week and then the next engineer takes over the pager."),
     ("a.md#3", 0, 1.0, NO_FACT),
@@ -80,11 +89,15 @@ def test_ranking_covers_clusters_then_documents_then_takes_turns(ranked):
 
     assert order == [
         # 1. the best chunk of every cluster, largest cluster first (cluster 0: 4, cluster 1: 2, outliers: 1)
-        "a.md#0", "b.md#0", "d.md#0",
+        "a.md#0",
+        "b.md#0",
+        "d.md#0",
         # 2. c.md is not covered yet: its best (and weakest overall) chunk comes before the rest of cluster 0
         "c.md#0",
         # 3. the rest take turns across clusters, best first within each
-        "a.md#1", "b.md#1", "a.md#2",
+        "a.md#1",
+        "b.md#1",
+        "a.md#2",
     ]
     assert sorted(ranked.loc[order, "test_node_rank"]) == list(range(1, len(order) + 1))
 
@@ -104,9 +117,18 @@ def test_outliers_count_as_fully_central(ranked):
 
 def test_every_document_with_a_fact_gets_a_test_node_early():
     # Ten chunks of one document outscore the single chunk of another document in the same cluster.
-    rows = [(f"big.md#{i}", 0, 1.0, f"Shipment batch {i} of Halcyon Freight leaves the Venlo dock at {i + 6}:00 every weekday.")
-            for i in range(10)]
-    rows.append(("small.md#0", 0, 0.0, "The shift lasts exactly one week and then the next engineer takes over the pager."))
+    rows = [
+        (
+            f"big.md#{i}",
+            0,
+            1.0,
+            f"Shipment batch {i} of Halcyon Freight leaves the Venlo dock at {i + 6}:00 every weekday.",
+        )
+        for i in range(10)
+    ]
+    rows.append(
+        ("small.md#0", 0, 0.0, "The shift lasts exactly one week and then the next engineer takes over the pager.")
+    )
 
     ranked = rank_test_nodes(*_frames(rows)).set_index("chunk_id")
 
@@ -125,9 +147,18 @@ def test_no_eligible_chunk_gives_all_zero_ranks():
 
 
 # "company" is in every text, more often than any other word: frequent, but distinctive of no cluster.
-CLAIMS = ["Company staff file freight claims at the company desk.", "Company rules say freight claims need a company form."]
-HOTELS = ["Company visitors book a hotel below the company cap.", "The company pays the hotel when company guests stay."]
-FORKLIFTS = ["Company drivers take the forklift test at the company yard.", "Company rules: the forklift needs a company licence."]
+CLAIMS = [
+    "Company staff file freight claims at the company desk.",
+    "Company rules say freight claims need a company form.",
+]
+HOTELS = [
+    "Company visitors book a hotel below the company cap.",
+    "The company pays the hotel when company guests stay.",
+]
+FORKLIFTS = [
+    "Company drivers take the forklift test at the company yard.",
+    "Company rules: the forklift needs a company licence.",
+]
 
 
 def test_cluster_labels_lead_with_terms_distinctive_of_each_cluster():

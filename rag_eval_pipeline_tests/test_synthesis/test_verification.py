@@ -32,8 +32,10 @@ CHUNKS = {
     "safety.md#4": "A forklift certificate is valid for 3 years and must be renewed by passing a practical test.",
 }
 CHUNK_FRAME = pd.DataFrame(
-    [{"chunk_id": c, "doc_id": c.split("#")[0], "position": int(c.split("#")[1]), "heading": "", "text": t}
-     for c, t in CHUNKS.items()]
+    [
+        {"chunk_id": c, "doc_id": c.split("#")[0], "position": int(c.split("#")[1]), "heading": "", "text": t}
+        for c, t in CHUNKS.items()
+    ]
 )
 
 
@@ -47,15 +49,31 @@ def _record(question_type: str, chunk_ids: list[str], question: str, ground_trut
 
 
 GOOD = {
-    "logs": _record(SIMPLE, ["retention.md#0"], "How long are RouteWise API request logs retained?", CHUNKS["retention.md#0"]),
-    "backups": _record(SIMPLE, ["retention.md#1"], "How long are database backups of the shipment system kept?", CHUNKS["retention.md#1"]),
-    "flights": _record(SIMPLE, ["travel.md#0"], "How many days before departure must flights be booked?", CHUNKS["travel.md#0"]),
+    "logs": _record(
+        SIMPLE, ["retention.md#0"], "How long are RouteWise API request logs retained?", CHUNKS["retention.md#0"]
+    ),
+    "backups": _record(
+        SIMPLE,
+        ["retention.md#1"],
+        "How long are database backups of the shipment system kept?",
+        CHUNKS["retention.md#1"],
+    ),
+    "flights": _record(
+        SIMPLE, ["travel.md#0"], "How many days before departure must flights be booked?", CHUNKS["travel.md#0"]
+    ),
     "hotel": _record(SIMPLE, ["travel.md#1"], "What is the hotel cap per night?", CHUNKS["travel.md#1"]),
-    "shift": _record(SIMPLE, ["oncall.md#0"], "How long does an on-call shift at Halcyon Freight last?", CHUNKS["oncall.md#0"]),
-    "multi": _record(MULTI_CONTEXT, ["retention.md#2", "sla.md#0"],
-                     'What do "Retention" and "Sla" each say about Customer Shipment Data?',
-                     f'{CHUNKS["retention.md#2"]} {CHUNKS["sla.md#0"]}'),
-    "absent": _record(UNANSWERABLE, ["safety.md#4"], "What was the total budget spent on forklift certificates last year?", REFUSAL),
+    "shift": _record(
+        SIMPLE, ["oncall.md#0"], "How long does an on-call shift at Halcyon Freight last?", CHUNKS["oncall.md#0"]
+    ),
+    "multi": _record(
+        MULTI_CONTEXT,
+        ["retention.md#2", "sla.md#0"],
+        'What do "Retention" and "Sla" each say about Customer Shipment Data?',
+        f"{CHUNKS['retention.md#2']} {CHUNKS['sla.md#0']}",
+    ),
+    "absent": _record(
+        UNANSWERABLE, ["safety.md#4"], "What was the total budget spent on forklift certificates last year?", REFUSAL
+    ),
 }
 
 
@@ -109,7 +127,10 @@ def test_round_trip_rank_is_the_rank_of_the_first_gold_chunk(offline_judge, embe
     everything, _ = _verify(rows, offline_judge, embedder, round_trip_k=len(CHUNKS))
     top_one, _ = _verify(rows, offline_judge, embedder, round_trip_k=1)
 
-    everything, top_one = everything.set_index("qa_id")["round_trip_rank"], top_one.set_index("qa_id")["round_trip_rank"]
+    everything, top_one = (
+        everything.set_index("qa_id")["round_trip_rank"],
+        top_one.set_index("qa_id")["round_trip_rank"],
+    )
     # Every chunk is retrieved: each answerable item finds a gold chunk somewhere in 1..n, never 0.
     assert everything.drop(GOOD["absent"]["qa_id"]).between(1, len(CHUNKS)).all()
     assert everything["off-topic"] > 1
@@ -125,7 +146,9 @@ def test_a_retrieval_miss_is_rejected_only_when_configured(offline_judge, embedd
     kept, rejected = _verify([GOOD["logs"], off_topic], offline_judge, embedder, round_trip_k=1)
     assert kept.set_index("qa_id").loc["off-topic", "round_trip_rank"] == 0 and rejected.empty
 
-    kept, rejected = _verify([GOOD["logs"], off_topic], offline_judge, embedder, round_trip_k=1, drop_on_retrieval_miss=True)
+    kept, rejected = _verify(
+        [GOOD["logs"], off_topic], offline_judge, embedder, round_trip_k=1, drop_on_retrieval_miss=True
+    )
     assert kept["qa_id"].tolist() == [GOOD["logs"]["qa_id"]]
     assert _rejection(rejected, "off-topic") == ("retrieval", "no gold chunk in the reference retriever's top 1")
 
@@ -168,14 +191,19 @@ def _llm_record(chunk_id: str, question: str, ground_truth: str, question_type: 
     return items_frame([make_item(task, question, ground_truth, "llm:fake", "llm-v1")]).iloc[0].to_dict()
 
 
-LLM_GOOD = _llm_record("retention.md#0", "For how many days are RouteWise API request logs kept?", CHUNKS["retention.md#0"])
+LLM_GOOD = _llm_record(
+    "retention.md#0", "For how many days are RouteWise API request logs kept?", CHUNKS["retention.md#0"]
+)
 LLM_MALFORMED = {
-    "no question word": _llm_record("retention.md#1", "The retention period of the shipment system backups?",
-                                    CHUNKS["retention.md#1"]),
-    "its topic a pronoun": _llm_record("travel.md#0", "What does the travel policy say about it?",
-                                                        CHUNKS["travel.md#0"]),
-    "words run together": _llm_record("oncall.md#0", "How long does an oncallshiftathalcyonfreightlast in days?",
-                                      CHUNKS["oncall.md#0"]),
+    "no question word": _llm_record(
+        "retention.md#1", "The retention period of the shipment system backups?", CHUNKS["retention.md#1"]
+    ),
+    "its topic a pronoun": _llm_record(
+        "travel.md#0", "What does the travel policy say about it?", CHUNKS["travel.md#0"]
+    ),
+    "words run together": _llm_record(
+        "oncall.md#0", "How long does an oncallshiftathalcyonfreightlast in days?", CHUNKS["oncall.md#0"]
+    ),
 }
 
 
@@ -205,8 +233,12 @@ def test_kept_items_carry_their_quality_score(offline_judge, embedder):
 
 
 def test_a_long_fill_in_the_blank_keeps_a_lower_score_than_a_plain_question(offline_judge, embedder):
-    blank = _llm_record("travel.md#0", 'According to "Travel", what value fills the blank in "Flights must be booked at '
-                        'least ____ before departure unless the trip is urgent."?', CHUNKS["travel.md#0"])
+    blank = _llm_record(
+        "travel.md#0",
+        'According to "Travel", what value fills the blank in "Flights must be booked at '
+        'least ____ before departure unless the trip is urgent."?',
+        CHUNKS["travel.md#0"],
+    )
 
     kept, rejected = _verify([blank, GOOD["logs"]], offline_judge, embedder)
 
@@ -217,8 +249,15 @@ def test_a_long_fill_in_the_blank_keeps_a_lower_score_than_a_plain_question(offl
 
 def test_a_section_name_as_an_unanswerable_topic_is_rejected_with_the_corpus_headings(offline_judge, embedder):
     task = GenerationTask(UNANSWERABLE, (_source("safety.md#4"),), 0)
-    item = make_item(task, "What is the phone number of the person responsible for History?", REFUSAL,
-                     "offline-template", "template-v3", "absent-fact", "History")
+    item = make_item(
+        task,
+        "What is the phone number of the person responsible for History?",
+        REFUSAL,
+        "offline-template",
+        "template-v3",
+        "absent-fact",
+        "History",
+    )
     chunks = CHUNK_FRAME.assign(heading=["History" if c == "safety.md#4" else "" for c in CHUNK_FRAME["chunk_id"]])
 
     kept, rejected = verify_items(items_frame([item]), chunks, offline_judge, embedder)
@@ -229,8 +268,9 @@ def test_a_section_name_as_an_unanswerable_topic_is_rejected_with_the_corpus_hea
 
 
 def test_quality_runs_after_form_and_before_the_gold_ids(offline_judge, embedder):
-    malformed_and_unknown_gold = _bad("logs", "both", question="The retention period of the request logs?",
-                                      gold_chunk_ids=["nope#0"])
+    malformed_and_unknown_gold = _bad(
+        "logs", "both", question="The retention period of the request logs?", gold_chunk_ids=["nope#0"]
+    )
     too_short_and_malformed = _bad("logs", "short", question="logs retained?")
 
     _, rejected = _verify([malformed_and_unknown_gold, too_short_and_malformed], offline_judge, embedder)
@@ -252,8 +292,12 @@ def test_items_written_before_topics_were_recorded_are_still_verified(offline_ju
 
 
 def test_unknown_or_missing_gold_chunk_ids_are_rejected(offline_judge, embedder):
-    unknown = _bad("hotel", "unknown", gold_chunk_ids=["travel.md#1", "travel.md#99"],
-                   gold_contexts=[CHUNKS["travel.md#1"], "made up"])
+    unknown = _bad(
+        "hotel",
+        "unknown",
+        gold_chunk_ids=["travel.md#1", "travel.md#99"],
+        gold_contexts=[CHUNKS["travel.md#1"], "made up"],
+    )
     empty = _bad("hotel", "empty", question="What is the hotel cap in Zurich?", gold_chunk_ids=[], gold_contexts=[])
 
     kept, rejected = _verify([unknown, empty], offline_judge, embedder)
@@ -274,8 +318,12 @@ def test_an_unanswerable_item_with_gold_chunks_is_rejected(offline_judge, embedd
 
 def test_gold_contexts_must_be_the_texts_of_the_gold_chunks(offline_judge, embedder):
     # The context an item carries supports its answer, but it is not what chunk retention.md#0 says.
-    forged = _bad("logs", "forged", ground_truth="RouteWise API request logs are retained for 60 days.",
-                  gold_contexts=["RouteWise API request logs are retained for 60 days."])
+    forged = _bad(
+        "logs",
+        "forged",
+        ground_truth="RouteWise API request logs are retained for 60 days.",
+        gold_contexts=["RouteWise API request logs are retained for 60 days."],
+    )
 
     kept, rejected = _verify([forged], offline_judge, embedder)
 
@@ -318,7 +366,11 @@ def test_ground_truth_with_a_changed_number_is_rejected(offline_judge, embedder)
 
 
 def test_ground_truth_with_an_invented_claim_is_rejected(offline_judge, embedder):
-    invented = _bad("shift", "invented", ground_truth=CHUNKS["oncall.md#0"] + " Engineers on call receive a company car for the week.")
+    invented = _bad(
+        "shift",
+        "invented",
+        ground_truth=CHUNKS["oncall.md#0"] + " Engineers on call receive a company car for the week.",
+    )
 
     kept, rejected = _verify([invented], offline_judge, embedder)
 
@@ -339,9 +391,14 @@ def test_ground_truth_checked_against_a_different_chunk_is_rejected(offline_judg
 
 def test_a_multi_context_answer_must_use_every_gold_chunk(offline_judge, embedder):
     # Supported (by the first chunk), but the second chunk contributes nothing to the answer.
-    unused = _bad("multi", "unused", question="What do the policies say about Customer Shipment Data and hotels?",
-                  ground_truth=CHUNKS["retention.md#2"], gold_chunk_ids=["retention.md#2", "travel.md#1"],
-                  gold_contexts=[CHUNKS["retention.md#2"], CHUNKS["travel.md#1"]])
+    unused = _bad(
+        "multi",
+        "unused",
+        question="What do the policies say about Customer Shipment Data and hotels?",
+        ground_truth=CHUNKS["retention.md#2"],
+        gold_chunk_ids=["retention.md#2", "travel.md#1"],
+        gold_contexts=[CHUNKS["retention.md#2"], CHUNKS["travel.md#1"]],
+    )
 
     kept, rejected = _verify([GOOD["multi"], unused], offline_judge, embedder)
 
@@ -363,7 +420,9 @@ def test_a_judge_failure_rejects_with_the_judges_reason(embedder):
     # The unanswerable item is not sent to the judge: nothing to ground.
     assert rejected["qa_id"].tolist() == [GOOD["logs"]["qa_id"]]
     assert _rejection(rejected, GOOD["logs"]["qa_id"]) == (
-        "grounding", "the judge could not check the ground truth: server said 503")
+        "grounding",
+        "the judge could not check the ground truth: server said 503",
+    )
 
 
 # --- answerable -------------------------------------------------------------------------------------
@@ -424,8 +483,12 @@ def test_an_exact_repeat_of_a_qa_id_is_rejected_once(offline_judge, embedder):
 
 def test_good_and_bad_items_are_partitioned_without_loss(offline_judge, embedder):
     bad = [
-        _bad("logs", "bad-number", question="How long does RouteWise keep request logs?",
-             ground_truth=CHUNKS["retention.md#0"].replace("90", "9")),
+        _bad(
+            "logs",
+            "bad-number",
+            question="How long does RouteWise keep request logs?",
+            ground_truth=CHUNKS["retention.md#0"].replace("90", "9"),
+        ),
         _bad("backups", "bad-id", question="How long are database backups kept?", gold_chunk_ids=["nope#0"]),
         _bad("logs", "bad-form", question="Logs?"),
         _bad("absent", "bad-answerable", question="Are RouteWise API request logs retained for 90 days?"),
@@ -439,7 +502,10 @@ def test_good_and_bad_items_are_partitioned_without_loss(offline_judge, embedder
     assert sorted(kept["qa_id"]) == sorted(r["qa_id"] for r in good)
     assert sorted(kept["qa_id"].tolist() + rejected["qa_id"].tolist()) == sorted(r["qa_id"] for r in rows)
     assert dict(zip(rejected["qa_id"], rejected["stage"])) == {
-        "bad-number": "grounding", "bad-id": "gold_ids", "bad-form": "form", "bad-answerable": "answerable",
+        "bad-number": "grounding",
+        "bad-id": "gold_ids",
+        "bad-form": "form",
+        "bad-answerable": "answerable",
         GOOD["flights"]["qa_id"]: "duplicate",
     }
     assert rejected["reason"].str.len().gt(0).all()

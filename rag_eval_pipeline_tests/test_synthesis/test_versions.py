@@ -61,8 +61,12 @@ def _golden(items) -> pd.DataFrame:
 ITEMS = [
     _item(SIMPLE, ["retention.md#0"], "How long are API request logs retained?", "They are retained for 90 days."),
     _item(SIMPLE, ["retention.md#1"], "How long are database backups kept?", "Backups are kept for 35 days."),
-    _item(MULTI_CONTEXT, ["retention.md#0", "retention.md#1"], "Which is kept longer, logs or backups?",
-          "Logs (90 days) are kept longer than backups (35 days)."),
+    _item(
+        MULTI_CONTEXT,
+        ["retention.md#0", "retention.md#1"],
+        "Which is kept longer, logs or backups?",
+        "Logs (90 days) are kept longer than backups (35 days).",
+    ),
     _item(UNANSWERABLE, ["travel.md#0"], "What is the per-diem for meals in Tokyo?", REFUSAL),
 ]
 # The second item with its question reworded: a new qa_id.
@@ -93,13 +97,16 @@ def test_content_hash_survives_a_parquet_round_trip(golden, warehouse):
     assert content_hash(warehouse.read("acme", "v1", "golden_set")) == content_hash(golden)
 
 
-@pytest.mark.parametrize("column, value", [
-    ("question", "How long are API logs retained?"),
-    ("ground_truth", "They are retained for 60 days."),
-    ("gold_chunk_ids", ["retention.md#1"]),
-    ("question_type", "reasoning"),
-    ("qa_id", "another-id"),
-])
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("question", "How long are API logs retained?"),
+        ("ground_truth", "They are retained for 60 days."),
+        ("gold_chunk_ids", ["retention.md#1"]),
+        ("question_type", "reasoning"),
+        ("qa_id", "another-id"),
+    ],
+)
 def test_content_hash_changes_with_the_content(golden, column, value):
     changed = golden.copy()
     changed.at[0, column] = value
@@ -368,11 +375,16 @@ CHUNK_TABLE = pd.DataFrame({"chunk_id": list(CHUNKS), "text": list(CHUNKS.values
 def _write_run(warehouse, run_id, documents=DOCUMENTS, chunks=CHUNK_TABLE, golden=None, version="v1") -> dict:
     """What one synthesis run writes, each table stamped with the stored tables it was built from."""
     written = {}
-    for name, frame, inputs in (("raw_documents", documents, ()), ("document_chunks", chunks, ("raw_documents",)),
-                                ("golden_set", golden, ("document_chunks",))):
+    for name, frame, inputs in (
+        ("raw_documents", documents, ()),
+        ("document_chunks", chunks, ("raw_documents",)),
+        ("golden_set", golden, ("document_chunks",)),
+    ):
         if frame is None:
             continue
-        lineage = Lineage(name, run_id, {source: table_digest(warehouse.read("acme", version, source)) for source in inputs})
+        lineage = Lineage(
+            name, run_id, {source: table_digest(warehouse.read("acme", version, source)) for source in inputs}
+        )
         warehouse.write("acme", version, name, stamped(frame, lineage))
         written[name] = frame
     return written
@@ -411,7 +423,8 @@ def test_a_mixture_of_two_runs_is_not_published_and_the_next_whole_run_is(golden
     assert str(refused.value) == (
         "acme/v1 is not published: its tables are not one snapshot (document_chunks (run r1) was built from another "
         "raw_documents than the stored one); another run wrote some of them, or a run stopped half way: run the "
-        "synthesis job again to publish it")
+        "synthesis job again to publish it"
+    )
     assert read_manifest(warehouse, "acme", "v1") is None
 
     _write_run(warehouse, "r2", documents=DOCUMENTS.iloc[:1], golden=golden)  # the next run, whole

@@ -49,8 +49,10 @@ def parse_url(url: str, variable: str = DATABASE_URL_VARIABLE) -> URL:
     if "password" in parsed.query or "@" in (parsed.host or ""):
         # A password in the query string, or an '@' of the password read as part of the host, would be
         # shown in every message that names the server.
-        raise DatabaseError(f"{variable}: put the password before the host, percent-encoded "
-                            "(postgresql://user:p%40ss@host:port/database), not in the query string")
+        raise DatabaseError(
+            f"{variable}: put the password before the host, percent-encoded "
+            "(postgresql://user:p%40ss@host:port/database), not in the query string"
+        )
     return parsed.set(drivername="postgresql+psycopg2")
 
 
@@ -71,8 +73,10 @@ def connection_problem(error: DBAPIError, url: URL, variable: str) -> DatabaseEr
     """A failed connect as one line that says what to fix; the server's reason, never the password."""
     reason = server_message(error)
     if "does not exist" in reason and f'database "{url.database}"' in reason:
-        return DatabaseError(f"the database {url.database!r} does not exist on {url.host or 'localhost'}:"
-                             f"{url.port or 5432} ({variable}): create it, then {UPGRADE_HINT}")
+        return DatabaseError(
+            f"the database {url.database!r} does not exist on {url.host or 'localhost'}:"
+            f"{url.port or 5432} ({variable}): create it, then {UPGRADE_HINT}"
+        )
     return DatabaseError(f"cannot connect to {shown(url)} ({variable}): {reason}")
 
 
@@ -123,9 +127,11 @@ class ResultsDatabase:
                 yield connection
         except DBAPIError as error:
             if error.connection_invalidated:
-                raise DatabaseError(f"lost the connection to {shown(self.url)} ({DATABASE_URL_VARIABLE}) "
-                                    f"during tenant {tenant!r}'s transaction, which was not committed: "
-                                    f"{server_message(error)}") from error
+                raise DatabaseError(
+                    f"lost the connection to {shown(self.url)} ({DATABASE_URL_VARIABLE}) "
+                    f"during tenant {tenant!r}'s transaction, which was not committed: "
+                    f"{server_message(error)}"
+                ) from error
             raise
         finally:
             connection.close()
@@ -145,27 +151,37 @@ class ResultsDatabase:
 
         with self._connect() as connection, connection.begin() as transaction:
             connection.execute(text("set transaction read only"))
-            role, superuser, bypass = connection.execute(text(
-                "select rolname, rolsuper, rolbypassrls from pg_roles where rolname = current_user")).one()
+            role, superuser, bypass = connection.execute(
+                text("select rolname, rolsuper, rolbypassrls from pg_roles where rolname = current_user")
+            ).one()
             if superuser or bypass:
-                raise DatabaseError(f"refusing to run as {role}: it would see every tenant's rows; "
-                                    f"connect as {APP_ROLE}")
+                raise DatabaseError(
+                    f"refusing to run as {role}: it would see every tenant's rows; connect as {APP_ROLE}"
+                )
             revision = _schema_revision(connection)
             transaction.rollback()
         head = head_revision()
         if revision is None:
-            raise DatabaseError(f"the results database {self.url.database!r} has no {SCHEMA} schema "
-                                f"(or {role} may not read it): {UPGRADE_HINT}")
+            raise DatabaseError(
+                f"the results database {self.url.database!r} has no {SCHEMA} schema "
+                f"(or {role} may not read it): {UPGRADE_HINT}"
+            )
         if revision != head:
-            raise DatabaseError(f"the results database {self.url.database!r} is at revision {revision}, this "
-                                f"code needs {head}: {UPGRADE_HINT}")
+            raise DatabaseError(
+                f"the results database {self.url.database!r} is at revision {revision}, this "
+                f"code needs {head}: {UPGRADE_HINT}"
+            )
 
 
 def _schema_revision(connection: Connection) -> str | None:
     """The schema's alembic revision; None when there is no version table the role may read."""
-    readable = connection.execute(text(
-        "select has_table_privilege(c.oid, 'select') from pg_class c join pg_namespace n on n.oid = c.relnamespace "
-        "where n.nspname = :schema and c.relname = 'alembic_version'"), {"schema": SCHEMA}).scalar()
+    readable = connection.execute(
+        text(
+            "select has_table_privilege(c.oid, 'select') from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+            "where n.nspname = :schema and c.relname = 'alembic_version'"
+        ),
+        {"schema": SCHEMA},
+    ).scalar()
     if not readable:
         return None
     try:

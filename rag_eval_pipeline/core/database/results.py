@@ -79,7 +79,8 @@ class DatabaseStore:
         with self.db.tenant(tenant) as connection:
             found = connection.execute(
                 select(schema.golden_manifests.c.manifest).where(
-                    schema.golden_manifests.c.dataset_version == validate_name("dataset version", version))
+                    schema.golden_manifests.c.dataset_version == validate_name("dataset version", version)
+                )
             ).scalar_one_or_none()
         return None if found is None else json.dumps(found, indent=2, ensure_ascii=False) + "\n"
 
@@ -90,8 +91,12 @@ class DatabaseStore:
         """Publish a manifest once: a second, concurrent publication of the version keeps the first."""
         _only_manifest(filename)
         manifest = json.loads(content)
-        row = {"tenant_id": tenant, "dataset_version": validate_name("dataset version", version),
-               "content_hash": manifest["content_hash"], "manifest": manifest}
+        row = {
+            "tenant_id": tenant,
+            "dataset_version": validate_name("dataset version", version),
+            "content_hash": manifest["content_hash"],
+            "manifest": manifest,
+        }
         with self.db.tenant(tenant) as connection:
             connection.execute(pg_insert(schema.golden_manifests).values(**row).on_conflict_do_nothing())
         return self.text_location(tenant, version, filename)
@@ -111,8 +116,10 @@ class DatabaseStore:
             try:
                 connection.execute(text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key})
             except OperationalError as error:
-                raise TimeoutError(f"{tenant}/{version} stayed locked by another run for "
-                                   f"{VERSION_LOCK_TIMEOUT_S:.0f} s: re-run when it has finished") from error
+                raise TimeoutError(
+                    f"{tenant}/{version} stayed locked by another run for "
+                    f"{VERSION_LOCK_TIMEOUT_S:.0f} s: re-run when it has finished"
+                ) from error
             held.add(key)
             try:
                 yield
@@ -129,16 +136,18 @@ class DatabaseStore:
 
     # --- an audit's tables: keyed by commit and run ---
 
-    def write_audit_table(self, tenant: str, version: str, commit: str, run_id: str, name: str,
-                          frame: pd.DataFrame) -> str:
+    def write_audit_table(
+        self, tenant: str, version: str, commit: str, run_id: str, name: str, frame: pd.DataFrame
+    ) -> str:
         if name == SCORES_TABLE:
             self._replace_scores(tenant, version, commit, run_id, frame)
         else:
             self._replace_table(tenant, version, name, commit, run_id, frame)
         return self.where(tenant, version, name, commit, run_id)
 
-    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str,
-                         commit: str | None = None) -> pd.DataFrame | None:
+    def read_audit_table(
+        self, tenant: str, version: str, run_id: str, name: str, commit: str | None = None
+    ) -> pd.DataFrame | None:
         """The table a run wrote (of `commit`, or whatever its commit: Dagster run ids are unique); None
         when it wrote none."""
         if name == SCORES_TABLE:
@@ -149,69 +158,114 @@ class DatabaseStore:
         """Where the report is, as a path-like name for messages (the report is a row, not a file)."""
         return PurePosixPath(f"postgres:rag_eval.regression_reports/{tenant}/{version}/commit={commit}/run={run_id}")
 
-    def write_report(self, tenant: str, version: str, commit: str, run_id: str, report: StoredReport,
-                     parameters: dict) -> None:
+    def write_report(
+        self, tenant: str, version: str, commit: str, run_id: str, report: StoredReport, parameters: dict
+    ) -> None:
         """The rendered report and the tolerances it was judged with, in one transaction."""
-        key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
-               "run_id": validate_run_id(run_id)}
+        key = {
+            "tenant_id": tenant,
+            "dataset_version": version,
+            "commit": validate_commit(commit),
+            "run_id": validate_run_id(run_id),
+        }
         with self.db.tenant(tenant) as connection:
-            for table, values in ((schema.regression_reports, {"verdict": report.verdict, "summary": report.summary,
-                                                                "markdown": report.markdown, "html": report.html}),
-                                  (schema.test_parameters, {"parameters": parameters})):
+            for table, values in (
+                (
+                    schema.regression_reports,
+                    {
+                        "verdict": report.verdict,
+                        "summary": report.summary,
+                        "markdown": report.markdown,
+                        "html": report.html,
+                    },
+                ),
+                (schema.test_parameters, {"parameters": parameters}),
+            ):
                 statement = pg_insert(table).values(**key, **values)
-                connection.execute(statement.on_conflict_do_update(
-                    constraint=f"pk_{table.name}", set_=dict(values, created_at=func.now())))
+                connection.execute(
+                    statement.on_conflict_do_update(
+                        constraint=f"pk_{table.name}", set_=dict(values, created_at=func.now())
+                    )
+                )
 
     def read_report(self, tenant: str, version: str, run_id: str) -> StoredReport | None:
         table = schema.regression_reports
         with self.db.tenant(tenant) as connection:
-            row = connection.execute(select(table.c.verdict, table.c.summary, table.c.markdown, table.c.html).where(
-                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id))).one_or_none()
+            row = connection.execute(
+                select(table.c.verdict, table.c.summary, table.c.markdown, table.c.html).where(
+                    table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id)
+                )
+            ).one_or_none()
         return None if row is None else StoredReport(*row)
 
     # --- internals ---
 
-    def _replace_table(self, tenant: str, version: str, name: str, commit: str, run_id: str,
-                       frame: pd.DataFrame) -> None:
+    def _replace_table(
+        self, tenant: str, version: str, name: str, commit: str, run_id: str, frame: pd.DataFrame
+    ) -> None:
         table = schema.result_tables
-        key = {"tenant_id": tenant, "dataset_version": validate_name("dataset version", version),
-               "table_name": name, "commit": validate_commit(commit) if commit else "",
-               "run_id": validate_run_id(run_id) if run_id else ""}
+        key = {
+            "tenant_id": tenant,
+            "dataset_version": validate_name("dataset version", version),
+            "table_name": name,
+            "commit": validate_commit(commit) if commit else "",
+            "run_id": validate_run_id(run_id) if run_id else "",
+        }
         values = {"row_count": len(frame), "parquet": _parquet(frame)}
         with self.db.tenant(tenant) as connection:
-            connection.execute(pg_insert(table).values(**key, **values).on_conflict_do_update(
-                constraint="pk_result_tables", set_=dict(values, created_at=func.now())))
+            connection.execute(
+                pg_insert(table)
+                .values(**key, **values)
+                .on_conflict_do_update(constraint="pk_result_tables", set_=dict(values, created_at=func.now()))
+            )
 
-    def _read_table(self, tenant: str, version: str, name: str, commit: str | None,
-                    run_id: str) -> pd.DataFrame | None:
+    def _read_table(self, tenant: str, version: str, name: str, commit: str | None, run_id: str) -> pd.DataFrame | None:
         """A stored table; commit None: the run's audit table whatever its commit ('' is a partition's own)."""
         table = schema.result_tables
         of_commit = table.c.commit != "" if commit is None else table.c.commit == commit
         with self.db.tenant(tenant) as connection:
-            blob = connection.execute(select(table.c.parquet).where(
-                table.c.dataset_version == validate_name("dataset version", version), table.c.table_name == name,
-                of_commit, table.c.run_id == run_id,
-            )).scalar_one_or_none()
+            blob = connection.execute(
+                select(table.c.parquet).where(
+                    table.c.dataset_version == validate_name("dataset version", version),
+                    table.c.table_name == name,
+                    of_commit,
+                    table.c.run_id == run_id,
+                )
+            ).scalar_one_or_none()
         return None if blob is None else _frame(blob)
 
     def _replace_scores(self, tenant: str, version: str, commit: str, run_id: str, frame: pd.DataFrame) -> None:
         """The rows, and a marker row in result_tables, in one transaction: the marker says the scores are
         whole (an audit whose writer died before them has none, and is not read as scoring nothing)."""
         table = schema.metric_scores
-        key = {"tenant_id": tenant, "dataset_version": version, "commit": validate_commit(commit),
-               "run_id": validate_run_id(run_id)}
+        key = {
+            "tenant_id": tenant,
+            "dataset_version": version,
+            "commit": validate_commit(commit),
+            "run_id": validate_run_id(run_id),
+        }
         mismatched = sorted({str(c) for c in frame["commit"].dropna()} - {commit})
         if mismatched:
             raise ValueError(f"score rows of commits {mismatched} cannot be stored under commit {commit!r}")
-        rows = [{**key, "row_no": number, **_score_row(row)}
-                for number, row in enumerate(frame.reindex(columns=SCORE_COLUMNS).to_dict("records"))]
+        rows = [
+            {**key, "row_no": number, **_score_row(row)}
+            for number, row in enumerate(frame.reindex(columns=SCORE_COLUMNS).to_dict("records"))
+        ]
         marker = {**key, "table_name": SCORES_TABLE, "row_count": len(rows), "parquet": b""}
         with self.db.tenant(tenant) as connection:
             # The marker's upsert first: it locks the key, so two writers of one audit take turns.
-            connection.execute(pg_insert(schema.result_tables).values(**marker).on_conflict_do_update(
-                constraint="pk_result_tables", set_={"row_count": len(rows), "created_at": func.now()}))
-            connection.execute(delete(table).where(*(table.c[column] == value for column, value in key.items()
-                                                     if column != "tenant_id")))
+            connection.execute(
+                pg_insert(schema.result_tables)
+                .values(**marker)
+                .on_conflict_do_update(
+                    constraint="pk_result_tables", set_={"row_count": len(rows), "created_at": func.now()}
+                )
+            )
+            connection.execute(
+                delete(table).where(
+                    *(table.c[column] == value for column, value in key.items() if column != "tenant_id")
+                )
+            )
             if rows:
                 connection.execute(insert(table), rows)
 
@@ -222,9 +276,15 @@ class DatabaseStore:
         with self.db.tenant(tenant) as connection:
             if not _scores_written(connection, version, run_id, commit):
                 return None
-            rows = connection.execute(select(*columns).where(
-                table.c.dataset_version == version, table.c.run_id == validate_run_id(run_id), *of_commit,
-            ).order_by(table.c.commit, table.c.row_no)).all()
+            rows = connection.execute(
+                select(*columns)
+                .where(
+                    table.c.dataset_version == version,
+                    table.c.run_id == validate_run_id(run_id),
+                    *of_commit,
+                )
+                .order_by(table.c.commit, table.c.row_no)
+            ).all()
         frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
         frame["score"] = frame["score"].astype(float)
         return frame
@@ -233,8 +293,17 @@ class DatabaseStore:
 def _score_row(row: dict) -> dict:
     """A score row's stored columns; an absent text is '' and an absent k 0 (NULL only for a missing score)."""
     given = {name: value for name, value in row.items() if not _missing(value)}
-    text = {name: _storable(str(given.get(name, default))) for name, default in
-            (("qa_id", ""), ("metric", ""), ("status", ""), ("reason", ""), ("evidence", "{}"), ("judge", ""))}
+    text = {
+        name: _storable(str(given.get(name, default)))
+        for name, default in (
+            ("qa_id", ""),
+            ("metric", ""),
+            ("status", ""),
+            ("reason", ""),
+            ("evidence", "{}"),
+            ("judge", ""),
+        )
+    }
     return {**text, "score": float(given["score"]) if "score" in given else None, "k": int(given.get("k", 0))}
 
 
@@ -251,10 +320,19 @@ def _scores_written(connection, version: str, run_id: str, commit: str | None) -
     """Whether the run's scores were written whole (their marker row), even if there are none."""
     table = schema.result_tables
     of_commit = [table.c.commit == commit] if commit else []
-    return connection.execute(select(func.count()).select_from(table).where(
-        table.c.dataset_version == version, table.c.run_id == run_id, table.c.table_name == SCORES_TABLE,
-        *of_commit,
-    )).scalar_one() > 0
+    return (
+        connection.execute(
+            select(func.count())
+            .select_from(table)
+            .where(
+                table.c.dataset_version == version,
+                table.c.run_id == run_id,
+                table.c.table_name == SCORES_TABLE,
+                *of_commit,
+            )
+        ).scalar_one()
+        > 0
+    )
 
 
 def _held_version_locks() -> set[str]:

@@ -89,8 +89,12 @@ metric_scores = _tenant_table(
     Column("k", Integer, nullable=False),
     primary_key=(*AUDIT_KEY, "row_no"),
 )
-Index("ix_metric_scores_tenant_metric_created", metric_scores.c.tenant_id, metric_scores.c.metric,
-      metric_scores.c.created_at)
+Index(
+    "ix_metric_scores_tenant_metric_created",
+    metric_scores.c.tenant_id,
+    metric_scores.c.metric,
+    metric_scores.c.created_at,
+)
 
 # The rendered regression report of one audit, and its verdict.
 regression_reports = _tenant_table(

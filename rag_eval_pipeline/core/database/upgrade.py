@@ -74,15 +74,21 @@ def upgrade(admin_url: str) -> str:
             connection.execute(text("select pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK})
             current = _current_revision(connection)
             if current is not None and current not in known_revisions():
-                raise DatabaseError(f"{shown(url)} is at revision {current}, which this code does not know "
-                                    f"(made by a newer release?): upgrade rag_eval_pipeline instead")
+                raise DatabaseError(
+                    f"{shown(url)} is at revision {current}, which this code does not know "
+                    f"(made by a newer release?): upgrade rag_eval_pipeline instead"
+                )
             with _ALEMBIC:
                 command.upgrade(alembic_config(connection), "head")
     except DBAPIError as error:
-        hint = f"; {ADMIN_URL_VARIABLE} must name a superuser" if _INSUFFICIENT_PRIVILEGE == getattr(
-            error.orig, "pgcode", None) else ""
-        raise DatabaseError(f"cannot upgrade {shown(url)} ({ADMIN_URL_VARIABLE}): {server_message(error)}{hint}") \
-            from error
+        hint = (
+            f"; {ADMIN_URL_VARIABLE} must name a superuser"
+            if _INSUFFICIENT_PRIVILEGE == getattr(error.orig, "pgcode", None)
+            else ""
+        )
+        raise DatabaseError(
+            f"cannot upgrade {shown(url)} ({ADMIN_URL_VARIABLE}): {server_message(error)}{hint}"
+        ) from error
     finally:
         engine.dispose()
     return head_revision()
@@ -109,9 +115,14 @@ def run_migrations(context: EnvironmentContext) -> None:
 
 
 def _migrate(context: EnvironmentContext, connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE,
-                      version_table_schema=SCHEMA, include_schemas=True,
-                      include_name=lambda name, kind, _: kind != "schema" or name == SCHEMA)
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        version_table_schema=SCHEMA,
+        include_schemas=True,
+        include_name=lambda name, kind, _: kind != "schema" or name == SCHEMA,
+    )
     # The version table lives in the schema, which must exist before alembic creates that table.
     connection.execute(text(f"create schema if not exists {SCHEMA}"))
     with context.begin_transaction():

@@ -30,6 +30,7 @@ from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
 from rag_eval_pipeline.core.judging.offline_support import assess_support
 from rag_eval_pipeline.core.text import content_words, is_noncommittal, split_sentences
 
+
 @dataclass(frozen=True)
 class Support:
     """Whether one statement is backed by the contexts, and the evidence for the verdict."""
@@ -79,8 +80,12 @@ class OfflineJudge:
             judgement.ground_truth_support = self._verdicts(truth_sentences, item.context_texts, item.question)
         if CHUNK_RELEVANCE in needs:
             judgement.chunk_relevance = (
-                [int(any(v.supported for v in self.verify(truth_sentences, [text], item.question))) for text in item.context_texts]
-                if truth_sentences else Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
+                [
+                    int(any(v.supported for v in self.verify(truth_sentences, [text], item.question)))
+                    for text in item.context_texts
+                ]
+                if truth_sentences
+                else Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
             )
         if CONTEXT_RELEVANCE in needs:
             judgement.context_relevance = self._relevant_to(item.question, item.context_texts)
@@ -89,7 +94,9 @@ class OfflineJudge:
             judgement.correctness = Correctness(
                 true_positives=[v.statement for v in against_truth if v.supported],
                 false_positives=[v.statement for v in against_truth if not v.supported],
-                false_negatives=[v.statement for v in self.verify(truth_sentences, [item.answer], item.question) if not v.supported],
+                false_negatives=[
+                    v.statement for v in self.verify(truth_sentences, [item.answer], item.question) if not v.supported
+                ],
             )
         return judgement
 
@@ -102,9 +109,7 @@ class OfflineJudge:
             return []
         vectors = self.embedder.embed([question, *sentences])
         cosines = vectors[1:] @ vectors[0]
-        return [
-            Verdict(s, int(c >= self.relevance_threshold), f"cosine {c:.2f}") for s, c in zip(sentences, cosines)
-        ]
+        return [Verdict(s, int(c >= self.relevance_threshold), f"cosine {c:.2f}") for s, c in zip(sentences, cosines)]
 
     def statements(self, text: str) -> list[str]:
         """Sentences that assert something: 'I don't know.' is not a claim to verify."""

@@ -167,8 +167,12 @@ def prompt_version(n_questions: int) -> str:
 
 def _fields(item: EvalItem, truth: list[str], n_questions: int) -> dict:
     return {
-        "question": item.question, "answer": item.answer, "context": _numbered(item.context_texts),
-        "reference": _numbered(truth), "n_sentences": len(truth), "n_chunks": len(item.contexts),
+        "question": item.question,
+        "answer": item.answer,
+        "context": _numbered(item.context_texts),
+        "reference": _numbered(truth),
+        "n_sentences": len(truth),
+        "n_chunks": len(item.contexts),
         "n_questions": n_questions,
     }
 
@@ -249,7 +253,8 @@ class LLMJudge:
     async def _questions(self, item, call, judgement) -> None:
         result = await call(GENERATED_QUESTIONS)
         judgement.generated_questions = (
-            Failure(result.failure) if result.parsed is None
+            Failure(result.failure)
+            if result.parsed is None
             else GeneratedQuestions([q for q in result.parsed.questions if q.strip()], result.parsed.noncommittal)
         )
 
@@ -266,8 +271,9 @@ class LLMJudge:
             judgement.context_relevance = []
             return
         result = await call(CONTEXT_RELEVANCE)
-        judgement.context_relevance = _verdicts_or_failure(result, expected_from=" ".join(item.context_texts),
-                                                            what="the retrieved contexts")
+        judgement.context_relevance = _verdicts_or_failure(
+            result, expected_from=" ".join(item.context_texts), what="the retrieved contexts"
+        )
 
     async def _correctness(self, item, truth, call, judgement) -> None:
         statements = judgement.answer_statements
@@ -301,12 +307,17 @@ class LLMJudge:
             judgement.ground_truth_support = judgement.chunk_relevance = failure
             return
         parsed = result.parsed
-        judgement.answer_statements = _answer_verdicts(CallResult(StatementVerdicts(statements=parsed.statements)), item.answer)
-        judgement.generated_questions = GeneratedQuestions([q for q in parsed.questions if q.strip()], parsed.noncommittal)
-        truth_result = CallResult(GroundTruthVerdicts(sentence_verdicts=parsed.sentence_verdicts, chunk_relevance=parsed.chunk_relevance))
+        judgement.answer_statements = _answer_verdicts(
+            CallResult(StatementVerdicts(statements=parsed.statements)), item.answer
+        )
+        judgement.generated_questions = GeneratedQuestions(
+            [q for q in parsed.questions if q.strip()], parsed.noncommittal
+        )
+        truth_result = CallResult(
+            GroundTruthVerdicts(sentence_verdicts=parsed.sentence_verdicts, chunk_relevance=parsed.chunk_relevance)
+        )
         judgement.ground_truth_support, judgement.chunk_relevance = (
-            _truth_and_chunks(truth_result, truth, item) if truth
-            else ([], Failure(NO_GROUND_TRUTH_FOR_RELEVANCE))
+            _truth_and_chunks(truth_result, truth, item) if truth else ([], Failure(NO_GROUND_TRUTH_FOR_RELEVANCE))
         )
 
 
@@ -338,11 +349,13 @@ def _truth_and_chunks(result: CallResult, truth: list[str], item: EvalItem):
         return Failure(result.failure), Failure(result.failure)
     sentences, chunks = result.parsed.sentence_verdicts, result.parsed.chunk_relevance
     support = (
-        [Verdict(t, v) for t, v in zip(truth, sentences)] if len(sentences) == len(truth)
+        [Verdict(t, v) for t, v in zip(truth, sentences)]
+        if len(sentences) == len(truth)
         else Failure(f"{len(sentences)} verdicts for {len(truth)} reference sentences")
     )
     relevance = (
-        list(chunks) if len(chunks) == len(item.contexts)
+        list(chunks)
+        if len(chunks) == len(item.contexts)
         else Failure(f"{len(chunks)} relevance verdicts for {len(item.contexts)} retrieved chunks")
     )
     return support, relevance

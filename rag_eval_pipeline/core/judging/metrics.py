@@ -101,8 +101,11 @@ def answer_relevance(item: EvalItem, judgement: Judgement, embedder: Embedder) -
     vectors = embedder.embed([item.question, *generated.questions])
     cosines = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
     return measured(
-        "answer_relevance", float(cosines.mean()),
-        generated_questions=generated.questions, cosines=[round(float(c), 4) for c in cosines], method=generated.method,
+        "answer_relevance",
+        float(cosines.mean()),
+        generated_questions=generated.questions,
+        cosines=[round(float(c), 4) for c in cosines],
+        method=generated.method,
     )
 
 
@@ -130,9 +133,13 @@ def answer_correctness(item: EvalItem, judgement: Judgement, embedder: Embedder)
     similarity = float(np.clip(answer_vector @ truth_vector, 0.0, 1.0))
     f1_weight, similarity_weight = CORRECTNESS_WEIGHTS
     return measured(
-        "answer_correctness", f1_weight * f1 + similarity_weight * similarity,
-        f1=round(f1, 4), similarity=round(similarity, 4),
-        true_positives=result.true_positives, false_positives=result.false_positives, false_negatives=result.false_negatives,
+        "answer_correctness",
+        f1_weight * f1 + similarity_weight * similarity,
+        f1=round(f1, 4),
+        similarity=round(similarity, 4),
+        true_positives=result.true_positives,
+        false_positives=result.false_positives,
+        false_negatives=result.false_negatives,
     )
 
 
@@ -146,7 +153,9 @@ def average_precision(relevant: list[int]) -> float:
     return total / hits if hits else 0.0
 
 
-def _supported_share(metric: str, verdicts: list[Verdict] | Failure, empty_reason: str, evidence_key: str) -> MetricResult:
+def _supported_share(
+    metric: str, verdicts: list[Verdict] | Failure, empty_reason: str, evidence_key: str
+) -> MetricResult:
     """Share of statements judged supported (or relevant), with every verdict as evidence."""
     if isinstance(verdicts, Failure):
         return unmeasured(metric, verdicts.reason)
@@ -176,7 +185,12 @@ def _embed_in_one_batch(items: list[EvalItem], judgements: list[Judgement], embe
     texts: list[str] = []
     if "answer_relevance" in metrics:
         texts += [item.question for item in items]
-        texts += [q for j in judgements if hasattr(j.generated_questions, "questions") for q in j.generated_questions.questions]
+        texts += [
+            q
+            for j in judgements
+            if hasattr(j.generated_questions, "questions")
+            for q in j.generated_questions.questions
+        ]
     if "answer_correctness" in metrics:
         texts += [t for item in items for t in (item.answer, item.ground_truth)]
     if texts:

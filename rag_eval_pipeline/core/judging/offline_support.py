@@ -47,8 +47,20 @@ _NUMBER_WORDS = {
     )
     if i
 }
-_NUMBER_WORDS.update({"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "sixth": "6",
-                      "seventh": "7", "eighth": "8", "ninth": "9", "tenth": "10"})
+_NUMBER_WORDS.update(
+    {
+        "first": "1",
+        "second": "2",
+        "third": "3",
+        "fourth": "4",
+        "fifth": "5",
+        "sixth": "6",
+        "seventh": "7",
+        "eighth": "8",
+        "ninth": "9",
+        "tenth": "10",
+    }
+)
 _ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
 
 

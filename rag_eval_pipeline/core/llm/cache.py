@@ -15,8 +15,11 @@ from pathlib import Path
 from rag_eval_pipeline.core.cache_store import open_cache
 
 # Files written before the shared store kept one column per field in a table `calls`.
-_EARLIER_LAYOUT = ("calls", "SELECT key, CAST(json_object('content', content, 'prompt_tokens', prompt_tokens, "
-                            "'completion_tokens', completion_tokens) AS BLOB) FROM calls")
+_EARLIER_LAYOUT = (
+    "calls",
+    "SELECT key, CAST(json_object('content', content, 'prompt_tokens', prompt_tokens, "
+    "'completion_tokens', completion_tokens) AS BLOB) FROM calls",
+)
 
 
 def request_key(request: dict) -> str:

@@ -29,10 +29,14 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from rag_eval_pipeline.core.defaults import (
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_RESPONSE_FORMAT, DEFAULT_TIMEOUT_S, NO_API_KEY, RESPONSE_FORMATS,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RESPONSE_FORMAT,
+    DEFAULT_TIMEOUT_S,
+    NO_API_KEY,
+    RESPONSE_FORMATS,
 )
 from rag_eval_pipeline.core.llm.cache import JudgeCache, request_key
-
 
 
 class JudgeUnavailable(RuntimeError):
@@ -67,13 +71,21 @@ class LLMSettings:
         if self.response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}, got {self.response_format!r}")
         if not self.base_url or not self.model:
-            raise ValueError("an LLM judge or generator needs a base URL and a model name (--base-url and --model, or RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL)")
+            raise ValueError(
+                "an LLM judge or generator needs a base URL and a model name (--base-url and --model, or RAG_EVAL_JUDGE_BASE_URL and RAG_EVAL_JUDGE_MODEL)"
+            )
         if not (isinstance(self.timeout_s, (int, float)) and math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s (--timeout-s, RAG_EVAL_JUDGE_TIMEOUT_S) must be a number of seconds > 0, got {self.timeout_s!r}")
+            raise ValueError(
+                f"timeout_s (--timeout-s, RAG_EVAL_JUDGE_TIMEOUT_S) must be a number of seconds > 0, got {self.timeout_s!r}"
+            )
         if not (isinstance(self.max_retries, int) and self.max_retries >= 0):
-            raise ValueError(f"max_retries (--max-retries, RAG_EVAL_JUDGE_MAX_RETRIES) must be an integer >= 0, got {self.max_retries!r}")
+            raise ValueError(
+                f"max_retries (--max-retries, RAG_EVAL_JUDGE_MAX_RETRIES) must be an integer >= 0, got {self.max_retries!r}"
+            )
         if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
-            raise ValueError(f"concurrency (--concurrency, RAG_EVAL_JUDGE_CONCURRENCY) must be an integer >= 1, got {self.concurrency!r}")
+            raise ValueError(
+                f"concurrency (--concurrency, RAG_EVAL_JUDGE_CONCURRENCY) must be an integer >= 1, got {self.concurrency!r}"
+            )
 
 
 @dataclass
@@ -93,7 +105,9 @@ class StructuredLLM:
     def open(self) -> None:
         """A client for the running event loop (each asyncio.run needs its own)."""
         self._client = openai.AsyncOpenAI(
-            base_url=self.settings.base_url, api_key=self.settings.api_key, timeout=self.settings.timeout_s,
+            base_url=self.settings.base_url,
+            api_key=self.settings.api_key,
+            timeout=self.settings.timeout_s,
             max_retries=self.settings.max_retries,
         )
         self._start_run()
@@ -114,10 +128,15 @@ class StructuredLLM:
         error = self._failure
         if error is None:
             return
-        where = (f"the call cache {self.cache.path}" if self.cache.path
-                 else "the in-memory call cache, lost at exit (set a cache path to resume)")
-        note = (f"; {self._kept} finished call(s) are kept in {where} and {self._not_sent} call(s) were not sent "
-                "after the failure: a rerun with the same cache sends only the calls that did not finish")
+        where = (
+            f"the call cache {self.cache.path}"
+            if self.cache.path
+            else "the in-memory call cache, lost at exit (set a cache path to resume)"
+        )
+        note = (
+            f"; {self._kept} finished call(s) are kept in {where} and {self._not_sent} call(s) were not sent "
+            "after the failure: a rerun with the same cache sends only the calls that did not finish"
+        )
         raise type(error)(f"{error}{note}").with_traceback(error.__traceback__) from error.__cause__
 
     async def call(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> CallResult:
@@ -170,7 +189,10 @@ class StructuredLLM:
     def _request(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> dict:
         json_schema = schema.model_json_schema()
         if self.settings.response_format == "json_schema":
-            response_format = {"type": "json_schema", "json_schema": {"name": kind, "schema": json_schema, "strict": True}}
+            response_format = {
+                "type": "json_schema",
+                "json_schema": {"name": kind, "schema": json_schema, "strict": True},
+            }
         else:
             response_format = {"type": "json_object", "schema": json_schema}
         return {
@@ -205,8 +227,10 @@ class StructuredLLM:
             problem = _completion_problem(response)
             if not problem:
                 return response
-        raise JudgeUnavailable(f"judge server at {self.settings.base_url} kept answering HTTP 200 without a chat "
-                               f"completion ({problem}) {self._after(self.settings.max_retries + 1)}")
+        raise JudgeUnavailable(
+            f"judge server at {self.settings.base_url} kept answering HTTP 200 without a chat "
+            f"completion ({problem}) {self._after(self.settings.max_retries + 1)}"
+        )
 
     async def _send(self, request: dict):
         """One request, which the openai client retries on what may pass; its errors said in our terms."""
@@ -216,7 +240,9 @@ class StructuredLLM:
         except openai.APIStatusError as error:
             message, retried = _server_message(error), _is_retried(error.status_code)
             # llama.cpp's server answers an unsupported response_format with a 500: retried, yet our mistake.
-            hint = " - for a llama.cpp server use response_format 'json_object_schema'" if "json_object" in message else ""
+            hint = (
+                " - for a llama.cpp server use response_format 'json_object_schema'" if "json_object" in message else ""
+            )
             if retried and not hint:
                 raise JudgeUnavailable(
                     f"{server} kept failing: HTTP {error.status_code} ({message}) {self._attempts(error)}"
@@ -242,8 +268,9 @@ class StructuredLLM:
 
     def _after(self, made: int | str) -> str:
         made = f"{made} attempt" + ("" if made == 1 else "s")
-        return (f"after {made} (max_retries {self.settings.max_retries}, "
-                f"timeout {self.settings.timeout_s:g} s per attempt)")
+        return (
+            f"after {made} (max_retries {self.settings.max_retries}, timeout {self.settings.timeout_s:g} s per attempt)"
+        )
 
     async def close(self) -> None:
         if self._client is not None:
@@ -277,7 +304,9 @@ def _completion_problem(response) -> str:
     """What an HTTP 200 reply lacks to be a chat completion; '' when it is one."""
     if not isinstance(response, ChatCompletion):
         # The openai client hands back the text of a body it could not read as JSON.
-        return _body_problem(response) if isinstance(response, str) else "a JSON value that is not an object, no choices"
+        return (
+            _body_problem(response) if isinstance(response, str) else "a JSON value that is not an object, no choices"
+        )
     error = (response.model_extra or {}).get("error")
     if error:
         return f"an error: {_said(error.get('message') if isinstance(error, dict) else error)}"
@@ -297,8 +326,11 @@ def _body_problem(body: str) -> str:
         return "an empty body"
     if re.match(r"<(!doctype\s+html|html)\b", start, re.I):
         title = _TITLE.search(body[:5000])
-        return ("an HTML page" + (f" titled {_said(title.group(1))}" if title else "")
-                + ": a proxy's page, or a base URL that is not the OpenAI-compatible API")
+        return (
+            "an HTML page"
+            + (f" titled {_said(title.group(1))}" if title else "")
+            + ": a proxy's page, or a base URL that is not the OpenAI-compatible API"
+        )
     return f"a body that is not JSON: {_said(start)}"
 
 
@@ -317,4 +349,3 @@ def _first_error(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(part) for part in first.get("loc", ())) or "reply"
     return f"{where}: {first.get('msg', 'invalid')}"
-

@@ -44,11 +44,15 @@ $$"""
 
 def ensure_roles() -> None:
     # The owner never logs in: nobody can connect as the role that may disable row-level security.
-    op.execute(_ensure_role(OWNER_ROLE, "NOLOGIN NOSUPERUSER NOBYPASSRLS",
-                            "rolcanlogin OR rolsuper OR rolbypassrls"))
+    op.execute(_ensure_role(OWNER_ROLE, "NOLOGIN NOSUPERUSER NOBYPASSRLS", "rolcanlogin OR rolsuper OR rolbypassrls"))
     # Trust or a password set by the operator (ALTER ROLE ... PASSWORD) authenticates it; none is set here.
-    op.execute(_ensure_role(APP_ROLE, "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE",
-                            "NOT rolcanlogin OR rolsuper OR rolbypassrls OR rolcreatedb OR rolcreaterole"))
+    op.execute(
+        _ensure_role(
+            APP_ROLE,
+            "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE",
+            "NOT rolcanlogin OR rolsuper OR rolbypassrls OR rolcreatedb OR rolcreaterole",
+        )
+    )
 
 
 def ensure_schema() -> None:
@@ -70,8 +74,10 @@ def secure_table(name: str) -> None:
     op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
     op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
     op.execute(f"DROP POLICY IF EXISTS {POLICY} ON {table}")
-    op.execute(f"CREATE POLICY {POLICY} ON {table} USING (tenant_id = {CURRENT_TENANT}) "
-               f"WITH CHECK (tenant_id = {CURRENT_TENANT})")
+    op.execute(
+        f"CREATE POLICY {POLICY} ON {table} USING (tenant_id = {CURRENT_TENANT}) "
+        f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
+    )
 
 
 def grant_sequences() -> None:

@@ -45,61 +45,76 @@ def _audit_columns() -> list[sa.Column]:
     return [sa.Column(name, sa.Text(), nullable=False) for name in AUDIT_KEY]
 
 
-TABLES = ("result_tables", "metric_scores", "regression_reports", "test_parameters", "golden_manifests",
-          "audited_archives", "baseline_history")
+TABLES = (
+    "result_tables",
+    "metric_scores",
+    "regression_reports",
+    "test_parameters",
+    "golden_manifests",
+    "audited_archives",
+    "baseline_history",
+)
 
 
 def upgrade() -> None:
     ensure_roles()
     ensure_schema()
-    _table("result_tables",
-           sa.Column("dataset_version", sa.Text(), nullable=False),
-           sa.Column("table_name", sa.Text(), nullable=False),
-           sa.Column("commit", sa.Text(), nullable=False, server_default=""),
-           sa.Column("run_id", sa.Text(), nullable=False, server_default=""),
-           sa.Column("row_count", sa.Integer(), nullable=False),
-           sa.Column("parquet", sa.LargeBinary(), nullable=False),
-           key=("dataset_version", "table_name", "commit", "run_id"))
-    _table("metric_scores",
-           *_audit_columns(),
-           sa.Column("row_no", sa.Integer(), nullable=False),
-           sa.Column("qa_id", sa.Text(), nullable=False),
-           sa.Column("metric", sa.Text(), nullable=False),
-           sa.Column("score", sa.Float(), nullable=True),
-           sa.Column("status", sa.Text(), nullable=False),
-           sa.Column("reason", sa.Text(), nullable=False, server_default=""),
-           sa.Column("evidence", sa.Text(), nullable=False, server_default="{}"),
-           sa.Column("judge", sa.Text(), nullable=False),
-           sa.Column("k", sa.Integer(), nullable=False),
-           key=(*AUDIT_KEY, "row_no"))
-    op.create_index("ix_metric_scores_tenant_metric_created", "metric_scores", ["tenant_id", "metric", "created_at"],
-                    schema=SCHEMA)
-    _table("regression_reports",
-           *_audit_columns(),
-           sa.Column("verdict", sa.Text(), nullable=False),
-           sa.Column("summary", JSONB(), nullable=False),
-           sa.Column("markdown", sa.Text(), nullable=False),
-           sa.Column("html", sa.Text(), nullable=False),
-           sa.Column("junit", sa.Text(), nullable=False, server_default=""),
-           key=AUDIT_KEY)
-    _table("test_parameters",
-           *_audit_columns(),
-           sa.Column("parameters", JSONB(), nullable=False),
-           key=AUDIT_KEY)
-    _table("golden_manifests",
-           sa.Column("dataset_version", sa.Text(), nullable=False),
-           sa.Column("content_hash", sa.Text(), nullable=False),
-           sa.Column("manifest", JSONB(), nullable=False),
-           key=("dataset_version",))
+    _table(
+        "result_tables",
+        sa.Column("dataset_version", sa.Text(), nullable=False),
+        sa.Column("table_name", sa.Text(), nullable=False),
+        sa.Column("commit", sa.Text(), nullable=False, server_default=""),
+        sa.Column("run_id", sa.Text(), nullable=False, server_default=""),
+        sa.Column("row_count", sa.Integer(), nullable=False),
+        sa.Column("parquet", sa.LargeBinary(), nullable=False),
+        key=("dataset_version", "table_name", "commit", "run_id"),
+    )
+    _table(
+        "metric_scores",
+        *_audit_columns(),
+        sa.Column("row_no", sa.Integer(), nullable=False),
+        sa.Column("qa_id", sa.Text(), nullable=False),
+        sa.Column("metric", sa.Text(), nullable=False),
+        sa.Column("score", sa.Float(), nullable=True),
+        sa.Column("status", sa.Text(), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=False, server_default=""),
+        sa.Column("evidence", sa.Text(), nullable=False, server_default="{}"),
+        sa.Column("judge", sa.Text(), nullable=False),
+        sa.Column("k", sa.Integer(), nullable=False),
+        key=(*AUDIT_KEY, "row_no"),
+    )
+    op.create_index(
+        "ix_metric_scores_tenant_metric_created", "metric_scores", ["tenant_id", "metric", "created_at"], schema=SCHEMA
+    )
+    _table(
+        "regression_reports",
+        *_audit_columns(),
+        sa.Column("verdict", sa.Text(), nullable=False),
+        sa.Column("summary", JSONB(), nullable=False),
+        sa.Column("markdown", sa.Text(), nullable=False),
+        sa.Column("html", sa.Text(), nullable=False),
+        sa.Column("junit", sa.Text(), nullable=False, server_default=""),
+        key=AUDIT_KEY,
+    )
+    _table("test_parameters", *_audit_columns(), sa.Column("parameters", JSONB(), nullable=False), key=AUDIT_KEY)
+    _table(
+        "golden_manifests",
+        sa.Column("dataset_version", sa.Text(), nullable=False),
+        sa.Column("content_hash", sa.Text(), nullable=False),
+        sa.Column("manifest", JSONB(), nullable=False),
+        key=("dataset_version",),
+    )
     _table("audited_archives", *_audit_columns(), key=AUDIT_KEY)
-    _table("baseline_history",
-           sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
-           sa.Column("dataset_version", sa.Text(), nullable=False),
-           sa.Column("commit", sa.Text(), nullable=False),
-           sa.Column("reason", sa.Text(), nullable=False),
-           sa.Column("branch", sa.Text(), nullable=False, server_default=""),
-           sa.Column("run_id", sa.Text(), nullable=False, server_default=""),
-           key=("id",))
+    _table(
+        "baseline_history",
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
+        sa.Column("dataset_version", sa.Text(), nullable=False),
+        sa.Column("commit", sa.Text(), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=False),
+        sa.Column("branch", sa.Text(), nullable=False, server_default=""),
+        sa.Column("run_id", sa.Text(), nullable=False, server_default=""),
+        key=("id",),
+    )
     for name in TABLES:
         secure_table(name)
     grant_sequences()
