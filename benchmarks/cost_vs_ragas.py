@@ -206,17 +206,17 @@ def triplets(n: int) -> list[dict]:
 
 def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: float, batch: int = 5) -> dict:
     from rag_eval_pipeline.core.embeddings import Embedder
-    from rag_eval_pipeline.core.llm.cache import JudgeCache
     from rag_eval_pipeline.core.judging.judgement import total_usage
-    from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
     from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
     from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+    from rag_eval_pipeline.core.llm.cache import JudgeCache
+    from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
 
     log: list[dict] = []
 
     def tag(body: dict) -> str:
         """Which of our call kinds a request is, from the fields of the schema it sends."""
-        fields = set((((body.get("response_format") or {}).get("schema") or {}).get("properties") or {}))
+        fields = set(((body.get("response_format") or {}).get("schema") or {}).get("properties") or {})
         if {"questions", "sentence_verdicts"} <= fields:
             return "fused_triad"
         if fields & {"sentence_verdicts", "chunk_relevance"}:

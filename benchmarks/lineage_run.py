@@ -21,10 +21,10 @@ from pathlib import Path
 import pandas as pd
 from dagster import instance_for_test, materialize
 
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 
 STAGES = [
     "raw_documents",

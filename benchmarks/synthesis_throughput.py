@@ -56,7 +56,7 @@ def run_once(docs: Path, make_generator, embedder: Embedder, n: int) -> dict:
 
 
 def offline(docs: Path, n: int, repeats: int) -> dict:
-    make = lambda chunks: OfflineGenerator(chunks["text"].tolist())  # noqa: E731
+    make = lambda chunks: OfflineGenerator(chunks["text"].tolist())
     with tempfile.TemporaryDirectory() as scratch:
         embedder = Embedder(Path(scratch) / "embeddings.sqlite")
         embedder.embed(["warm the model up"])  # model load is not part of a run
@@ -72,8 +72,8 @@ def offline(docs: Path, n: int, repeats: int) -> dict:
 
 
 def llm(docs: Path, n: int) -> dict:
-    from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
     from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
+    from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
     with tempfile.TemporaryDirectory() as scratch, LocalLlamaServer(n_ctx=4096) as server:
         settings = LLMSettings(

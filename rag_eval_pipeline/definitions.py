@@ -6,11 +6,11 @@ from pathlib import Path
 from dagster import Definitions, EnvVar, in_process_executor
 
 from rag_eval_pipeline import settings
-from rag_eval_pipeline.core.defaults import EMBEDDING_CACHE_FILE
 from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synthesis_job
 from rag_eval_pipeline.automation.run_health import dead_run_sensor
 from rag_eval_pipeline.automation.schedules import SCHEDULES
 from rag_eval_pipeline.automation.sensors import SENSORS
+from rag_eval_pipeline.core.defaults import EMBEDDING_CACHE_FILE
 from rag_eval_pipeline.evaluation import definitions as evaluation
 from rag_eval_pipeline.ingest import definitions as ingest
 from rag_eval_pipeline.reporting import definitions as reporting

@@ -7,7 +7,7 @@ partition. Every name goes through `validate_name` before it is registered or us
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from dagster import (
     AssetChecksDefinition,

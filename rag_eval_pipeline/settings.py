@@ -118,7 +118,7 @@ class ProductionSettings(BaseModel):
     run_timeout_s: float = Field(default=7200.0, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
-    def _object_store_needs_the_database(self) -> "ProductionSettings":
+    def _object_store_needs_the_database(self) -> ProductionSettings:
         if self.object_store_url and not self.database_url:
             raise ValueError(
                 "RAG_EVAL_OBJECT_STORE_URL is set but RAG_EVAL_DATABASE_URL is not: production mode "

@@ -17,10 +17,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent

@@ -43,7 +43,7 @@ class FakeOpenAIServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 reply = fake._next(body)
                 if reply.action == HANG:

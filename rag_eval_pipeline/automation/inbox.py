@@ -20,10 +20,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
-from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside, tenant_folder_problem
 from rag_eval_pipeline.core.files import atomic_write_text
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
+from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
+from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_inside, tenant_folder_problem
 
 FINGERPRINT_FILE = "documents_fingerprint.json"
 

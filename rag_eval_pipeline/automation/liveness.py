@@ -183,7 +183,7 @@ def judge(
     """Whether run's process is gone, judged from machine `here` at time `now` (epoch seconds)."""
     executor = Executor.from_tags(run.tags)
     heartbeat_age = None if run.heartbeat_at is None else max(0.0, now - run.heartbeat_at)
-    verdict = lambda dead, reason: Verdict(dead, reason, executor, heartbeat_age)  # noqa: E731
+    verdict = lambda dead, reason: Verdict(dead, reason, executor, heartbeat_age)
     if run.status == QUEUED:
         return verdict(False, "queued: waiting for a run slot")
     if run.status not in IN_PROGRESS:

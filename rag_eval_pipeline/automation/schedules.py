@@ -6,15 +6,14 @@ made in the warehouse fingerprint record, so neither makes a second version of t
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
 
 from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.jobs import synthesis_job
-from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.automation.queues import run_tags
+from rag_eval_pipeline.partitions import register_partition
 
 
 def nightly_requests(instance, documents_root: Path, warehouse_root: Path, now) -> tuple[list, list[str]]:
@@ -48,8 +47,8 @@ def nightly_requests(instance, documents_root: Path, warehouse_root: Path, now) 
 
 
 def build_nightly_resynthesis_schedule(
-    documents_root: Optional[Path] = None,
-    warehouse_root: Optional[Path] = None,
+    documents_root: Path | None = None,
+    warehouse_root: Path | None = None,
     name: str = "nightly_resynthesis_schedule",
 ):
     @schedule(

@@ -5,9 +5,9 @@ The cursors are JSON, stored by Dagster, so a restarted daemon carries on where 
 """
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -22,14 +22,14 @@ from dagster import (
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.jobs import audit_job, synthesis_job
+from rag_eval_pipeline.automation.queues import run_tags
 from rag_eval_pipeline.automation.run_config import lineage_run_config
+from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
 from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
 from rag_eval_pipeline.reporting.assets import ReportSettings
-from rag_eval_pipeline.synthesis.versions import latest_version
-from rag_eval_pipeline.automation.queues import run_tags
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
-from rag_eval_pipeline.core.names import COMMIT_TAG
+from rag_eval_pipeline.synthesis.versions import latest_version
 
 Clock = Callable[[], datetime]
 
@@ -38,7 +38,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _load_cursor(cursor: Optional[str]) -> dict:
+def _load_cursor(cursor: str | None) -> dict:
     return json.loads(cursor) if cursor else {}
 
 
@@ -63,8 +63,8 @@ def _result(context, run_requests, partitions_requests, reasons, cursor) -> Sens
 
 
 def build_new_documents_sensor(
-    documents_root: Optional[Path] = None,
-    warehouse_root: Optional[Path] = None,
+    documents_root: Path | None = None,
+    warehouse_root: Path | None = None,
     clock: Clock = _utcnow,
     name: str = "new_documents_sensor",
 ):
@@ -123,7 +123,7 @@ def build_new_documents_sensor(
 # --- candidate commits -----------------------------------------------------------------------------
 
 
-def branch_settings() -> Optional[dict]:
+def branch_settings() -> dict | None:
     """The git branch to follow (see settings); None when RAG_EVAL_CANDIDATE_REPO is unset."""
     followed = settings.load().followed_branch
     return followed.model_dump() if followed else None
@@ -146,9 +146,9 @@ def audit_run_request(candidate: inbox.Candidate, version: str, main_branch: str
 
 
 def build_candidate_commit_sensor(
-    manifests_root: Optional[Path] = None,
-    warehouse_root: Optional[Path] = None,
-    branch: Optional[dict] = None,
+    manifests_root: Path | None = None,
+    warehouse_root: Path | None = None,
+    branch: dict | None = None,
     name: str = "candidate_commit_sensor",
 ):
     """A sensor over candidate manifests and, if configured, a git branch (defaults: the env, read at each tick).
@@ -176,7 +176,7 @@ def build_candidate_commit_sensor(
 
         store = WarehouseResource(root=str(warehouse), database_url=current.production.database_url).store()
 
-        def golden(tenant: str) -> Optional[str]:
+        def golden(tenant: str) -> str | None:
             return latest_version(store, tenant, among=registered)
 
         run_requests, reasons = [], []

@@ -141,7 +141,7 @@ def synthesize(
     scorer, embedder = build_judge(judge)
     # The server settings are checked before the folder is read and embedded.
     llm_settings = judge.llm_settings() if generator == "llm" else None
-    make_generator = lambda chunks: pipeline.build_generator(  # noqa: E731
+    make_generator = lambda chunks: pipeline.build_generator(
         generator, chunks["text"].tolist(), lambda: llm_settings, judge.cache
     )
     verification = VerificationSettings(round_trip_k=round_trip_k, drop_on_retrieval_miss=drop_on_retrieval_miss)

@@ -197,7 +197,7 @@ def records_of_run(instance: DagsterInstance, run_id: str, success: bool) -> Run
     from dagster import DagsterEventType
 
     events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
-    of = lambda kind: [e for e in events if e.event_type == kind]  # noqa: E731
+    of = lambda kind: [e for e in events if e.event_type == kind]
     ended = of(DagsterEventType.RUN_FAILURE) + of(DagsterEventType.RUN_CANCELED)
     why = (_run_failure(ended[-1]) or ended[-1].message) if ended else None
     return RunRecords(

@@ -182,9 +182,9 @@ def gate(
     outputs_spec = _outputs_file(outputs) if outputs else None
 
     from rag_eval_pipeline.cli.launch import launch
+    from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
     from rag_eval_pipeline.partitions import require_registered
-    from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.reporting.assets import ReportSettings
 
     if junit:

@@ -189,7 +189,7 @@ def serve(entry: str, requests: Iterator[str], reply) -> None:
         question = json.loads(line)["question"]
         try:
             raw = candidate(question)
-        except BaseException as error:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too: the item fails
+        except BaseException as error:
             reply({"error": f"candidate raised {type(error).__name__}: {error}"})
             continue
         try:

@@ -14,9 +14,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, StrictStr, ValidationError
 

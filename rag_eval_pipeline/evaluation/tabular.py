@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.files import check_writable, write_atomically
 from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.core.text import field_text, scorable_text
 from rag_eval_pipeline.evaluation.scoring import metric_rows

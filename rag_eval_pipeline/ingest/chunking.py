@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rag_eval_pipeline.core.text import count_tokens, is_table_like, sha256, split_sentences, tokens
 from rag_eval_pipeline.ingest.furniture import is_furniture_text
 from rag_eval_pipeline.ingest.parsing import Document
-from rag_eval_pipeline.core.text import count_tokens, is_table_like, sha256, split_sentences, tokens
 
 PROSE, TABLE = "prose", "table"
 

@@ -23,14 +23,14 @@ from pathlib import Path
 import pandas as pd
 from filelock import FileLock
 
-from rag_eval_pipeline.reporting.compare import NO_BASELINE, PASS
-from rag_eval_pipeline.core.names import RUN_ID_PATTERN
 from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
+from rag_eval_pipeline.core.names import RUN_ID_PATTERN
 from rag_eval_pipeline.core.warehouse import (
     RUN_PREFIX,
     Warehouse,
     commit_of_folder,
 )
+from rag_eval_pipeline.reporting.compare import NO_BASELINE, PASS
 
 HISTORY_FILE = "baseline_history.jsonl"
 LOCK_FILE = "baseline_history.lock"

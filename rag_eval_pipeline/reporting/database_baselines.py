@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 
 import pandas as pd
 from sqlalchemy import insert, select, text
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import OperationalError
 
 from rag_eval_pipeline.core.database import schema
 from rag_eval_pipeline.core.database.results import DatabaseStore
 from rag_eval_pipeline.core.names import validate_commit, validate_run_id
-from rag_eval_pipeline.reporting.baselines import LOCK_TIMEOUT_S, _UNSET, BaselineChanged, Promotion, UnknownBaseline
+from rag_eval_pipeline.reporting.baselines import _UNSET, LOCK_TIMEOUT_S, BaselineChanged, Promotion, UnknownBaseline
 
 
 class DatabaseBaselineStore:

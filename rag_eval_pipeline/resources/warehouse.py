@@ -6,7 +6,7 @@ import functools
 import os
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 from dagster import (
@@ -18,10 +18,10 @@ from dagster import (
     OutputContext,
 )
 
-from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
 from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, drop_lineage, stamped, table_digest
 from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, Warehouse
+from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.synthesis.versions import must_write
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like, numbers, sha256
+from rag_eval_pipeline.synthesis.absent_facts import frames_for, topic_phrases
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
     REFUSAL,
@@ -28,11 +30,9 @@ from rag_eval_pipeline.synthesis.items import (
     SourceChunk,
     make_item,
 )
-from rag_eval_pipeline.synthesis.absent_facts import frames_for, topic_phrases
 from rag_eval_pipeline.synthesis.phrases import DANGLING_ENDS, phrase_problem
 from rag_eval_pipeline.synthesis.planning import topic_terms
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.core.text import STOPWORDS, content_words, is_date, is_table_like, numbers, sha256
 
 _DEFINITION = re.compile(
     r"^(?:The |An? )?(?P<term>[A-Z][\w'/-]*(?: [\w'/-]+){0,4}) (?P<verb>is|are) (?:the|a|an) ", re.U

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rag_eval_pipeline.core.defaults import DEFAULT_MIX  # noqa: F401 (re-exported; the CLI's help shows it)
+from rag_eval_pipeline.core.text import content_words
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
     QUESTION_TYPES,
@@ -14,8 +16,6 @@ from rag_eval_pipeline.synthesis.items import (
     SourceChunk,
 )
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.core.defaults import DEFAULT_MIX  # noqa: F401 (re-exported; the CLI's help shows it)
-from rag_eval_pipeline.core.text import content_words
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import pandas as pd
 
 from rag_eval_pipeline.core.files import atomic_write_text, write_atomically
 from rag_eval_pipeline.core.jsonl import read_json_lines
+from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, ITEM_COLUMNS, REJECTED_COLUMNS, UNANSWERABLE, normalise
 from rag_eval_pipeline.synthesis.quality import assess
-from rag_eval_pipeline.core.text import sha256
 
 ACCEPT, REJECT, EDIT = "accept", "reject", "edit"
 DECISIONS = (ACCEPT, REJECT, EDIT)
@@ -57,7 +57,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 TEXT_MARK = "'"
 
 # verify(ground_truth, gold_contexts) -> the reason it is not supported, or None when it is.
-Verify = Callable[[str, list], Optional[str]]
+Verify = Callable[[str, list], str | None]
 
 
 @dataclass(frozen=True)

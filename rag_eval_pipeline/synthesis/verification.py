@@ -26,6 +26,7 @@ from rag_eval_pipeline.core.judging.judge import Judge
 from rag_eval_pipeline.core.judging.judgement import GROUND_TRUTH_SUPPORT, Failure
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
+from rag_eval_pipeline.core.text import content_words, numbers
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
     MULTI_CONTEXT,
@@ -36,7 +37,6 @@ from rag_eval_pipeline.synthesis.items import (
 )
 from rag_eval_pipeline.synthesis.phrases import normalise_heading
 from rag_eval_pipeline.synthesis.quality import QualityContext, assess
-from rag_eval_pipeline.core.text import content_words, numbers
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,7 @@ class UpgradedDatabase:
 def shared_admin_url() -> str:
     try:
         run_admin("select 1")
-    except Exception as error:  # noqa: BLE001 - any failure means the same thing here
+    except Exception as error:
         pytest.skip(f"the local Postgres at {SHARED_HOST}:{SHARED_PORT} does not answer: {error}")
     return database_url("postgres")
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from rag_eval_pipeline.automation import inbox
-from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 from rag_eval_pipeline.core.names import validate_name
+from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 

@@ -50,8 +50,8 @@ def test_the_instance_limits_use_the_tags_queues_sets():
 
 @pytest.mark.dagster
 def test_queue_tag_is_the_one_the_launcher_reads():
-    from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
     from dagster._core.storage.tags import PRIORITY_TAG
+    from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 
     assert queues.QUEUE_TAG == DAGSTER_CELERY_QUEUE_TAG
     assert queues.PRIORITY_TAG == PRIORITY_TAG

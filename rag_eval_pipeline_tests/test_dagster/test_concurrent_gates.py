@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.reporting.baselines import BaselineStore
 from rag_eval_pipeline_tests.tenant_fixtures import synthesize
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 

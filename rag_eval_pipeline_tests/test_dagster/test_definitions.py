@@ -12,8 +12,8 @@ from rag_eval_pipeline.automation.jobs import AUDIT_ASSETS, SYNTHESIS_ASSETS
 from rag_eval_pipeline.definitions import ALL_ASSETS, defs
 from rag_eval_pipeline.evaluation.definitions import defs as evaluation_defs
 from rag_eval_pipeline.ingest.definitions import defs as ingest_defs
-from rag_eval_pipeline.partitions import tenant_version_partitions
 from rag_eval_pipeline.metadata import lineage_asset
+from rag_eval_pipeline.partitions import tenant_version_partitions
 from rag_eval_pipeline.reporting.definitions import defs as reporting_defs
 from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY
 from rag_eval_pipeline.synthesis.checks import golden_set_expectations

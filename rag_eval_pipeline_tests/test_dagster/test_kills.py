@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
 from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 

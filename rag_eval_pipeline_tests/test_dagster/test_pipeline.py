@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
-from rag_eval_pipeline.definitions import ALL_ASSETS
-from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
+from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
 from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, BLOCK, PASS, UNMEASURED
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
 pytestmark = [pytest.mark.dagster]
 
@@ -42,7 +42,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     result = _run(EVERYTHING, acme_key, instance, resources)
     assert result.success
     warehouse = Warehouse(tenant_dirs[1])
-    read = lambda name: warehouse.read("acme", "v1", name)  # noqa: E731
+    read = lambda name: warehouse.read("acme", "v1", name)
 
     documents, rejected = read("raw_documents"), read("rejected_documents")
     assert sorted(documents["format"]) == ["markdown", "markdown", "pdf"]
@@ -89,7 +89,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     # The audit tables are the run's own, under its commit.
     audit = warehouse.audit_dir("acme", "v1", "c1", result.run_id)
     assert not warehouse.exists("acme", "v1", "candidate_outputs")
-    read_audit = lambda name: pd.read_parquet(audit / f"{name}.parquet")  # noqa: E731
+    read_audit = lambda name: pd.read_parquet(audit / f"{name}.parquet")
     outputs = read_audit("candidate_outputs")
     assert (outputs["status"] == "ok").all() and (outputs["commit"] == "c1").all()
 

@@ -99,8 +99,9 @@ def test_the_child_imports_from_the_callers_import_path(monkeypatch, tmp_path):
 
 def test_an_exception_text_with_a_lone_surrogate_is_stored_as_utf8(tmp_path):
     """The item fails with the candidate's message, which must still be writable (it lands in Parquet)."""
-    import pandas as pd
     from dataclasses import asdict
+
+    import pandas as pd
 
     outputs = run_entry_point(f"{CANDIDATES}:raises_with_a_lone_surrogate", _items("q?"), timeout_s=60)
 

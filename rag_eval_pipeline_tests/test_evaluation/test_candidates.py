@@ -9,6 +9,8 @@ import time
 import numpy as np
 import pytest
 
+from rag_eval_pipeline.core.retrieval import ReferenceCandidate
+from rag_eval_pipeline.core.text import split_sentences
 from rag_eval_pipeline.evaluation.candidates import (
     FAILED,
     OK,
@@ -20,8 +22,6 @@ from rag_eval_pipeline.evaluation.candidates import (
     run_candidate,
     validate_output,
 )
-from rag_eval_pipeline.core.retrieval import ReferenceCandidate
-from rag_eval_pipeline.core.text import split_sentences
 
 ITEMS = [
     {"qa_id": "good-1", "question": "good: how long are logs kept?"},

@@ -13,6 +13,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
 from rag_eval_pipeline.core.judging.judgement import Correctness, Failure, GeneratedQuestions, Judgement, Verdict
 from rag_eval_pipeline.core.judging.metrics import (
     ALL_METRICS,
@@ -29,8 +30,7 @@ from rag_eval_pipeline.core.judging.metrics import (
     mrr,
 )
 from rag_eval_pipeline.core.judging.results import OK, UNMEASURED
-from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
-from rag_eval_pipeline.reporting.compare import PASS, PASSES, UNDECIDED, compare, decision
+from rag_eval_pipeline.reporting.compare import PASSES, UNDECIDED, compare, decision
 
 # Modest and without a deadline: the whole suite must stay fast on a shared two-core machine.
 FAST = settings(max_examples=60, deadline=None, database=None)  # no example database left in the tree

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
-from rag_eval_pipeline.evaluation.tabular import duplicate_ids, read_rows, results_frame, rows_from_frame, to_items
-from rag_eval_pipeline.core.judging.results import measured
 from rag_eval_pipeline.core.jsonl import iter_json_lines, read_json_lines
+from rag_eval_pipeline.core.judging.results import measured
+from rag_eval_pipeline.evaluation.tabular import duplicate_ids, read_rows, results_frame, rows_from_frame, to_items
 
 ROW = {
     "question": "How long do refunds take?",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline.core.text import split_sentences, tokens
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import Document, read_document, read_documents
-from rag_eval_pipeline.core.text import split_sentences, tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "data" / "tenants" / "demo"

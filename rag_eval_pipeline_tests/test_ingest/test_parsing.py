@@ -18,7 +18,6 @@ from rag_eval_pipeline.ingest.parsing import (
     read_document,
     read_documents,
 )
-
 from rag_eval_pipeline_tests.support import awkward_pdfs as awkward
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

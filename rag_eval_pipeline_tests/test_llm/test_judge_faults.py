@@ -13,16 +13,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from rag_eval_pipeline.core.llm.cache import JudgeCache
-from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline_tests.fake_openai_server import DROP, HANG, REFUSE, FakeOpenAIServer, Reply
 
 ITEMS = [

@@ -24,15 +24,14 @@ from pydantic import ValidationError
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.judging import llm_judge
 from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
-from rag_eval_pipeline.core.llm.client import JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge, prompt_version
 from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.llm.client import JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline.resources import EmbedderResource
-from rag_eval_pipeline.settings import SettingsError
 from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.settings import SettingsError
 from rag_eval_pipeline.synthesis import llm_generation
 from rag_eval_pipeline.synthesis.items import SIMPLE
-
 from rag_eval_pipeline_tests.fake_openai_server import HANG, FakeOpenAIServer, Reply
 
 RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")

@@ -26,17 +26,16 @@ from rag_eval_pipeline.synthesis.items import (
     SourceChunk,
 )
 from rag_eval_pipeline.synthesis.llm_generation import (
+    INSTRUCTIONS,
     PROMPT_VERSION,
+    AnswerAndQuestion,
     GeneratorMisconfigured,
     GeneratorUnavailable,
-    INSTRUCTIONS,
     LLMGenerator,
-    AnswerAndQuestion,
     QuestionOnly,
     build_llm_generator,
     check_reply,
 )
-
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
 LEAVE = SourceChunk(

@@ -10,14 +10,13 @@ import json
 import pytest
 
 from rag_eval_pipeline.core.embeddings import Embedder
-from rag_eval_pipeline.core.llm.cache import JudgeCache
 from rag_eval_pipeline.core.judging.judgement import total_usage
-from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
-
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
+from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
 CORE = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
 # The local server answers one request at a time on a few shared CPU cores: a queued call can wait minutes.

@@ -3,8 +3,8 @@
 import pytest
 from dagster import AssetKey, materialize
 
-from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.core.judging.llm_judge import prompt_version
+from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.resources import JudgeResource
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 

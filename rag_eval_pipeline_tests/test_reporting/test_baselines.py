@@ -7,18 +7,18 @@ from concurrent.futures import ProcessPoolExecutor
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.reporting.baselines import (
     EXPLICIT,
     FIRST_RUN,
     BaselineChanged,
     BaselineStore,
+    PromotionPolicy,
     UnknownBaseline,
     passed_on,
-    PromotionPolicy,
     promotion_reason,
 )
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS, UNMEASURED
-from rag_eval_pipeline.core.warehouse import Warehouse
 
 
 def _scores(commit: str, score: float) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from rag_eval_pipeline.core.judging.results import (
     NOT_APPLICABLE,
     unmeasured_cause,
 )
-from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS, UNMEASURED, compare, coverage_of
+from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, PASS, UNMEASURED, compare
 
 INVALID_JSON = "reply is not valid JSON (Expecting value at character 0) (after one retry)"
 TRUNCATED = "reply truncated at max_tokens=512 (after one retry)"

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
-from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.synthesis import pipeline
 from rag_eval_pipeline_tests.tenant_fixtures import acme_key, instance, resources, tenant_dirs  # noqa: F401
 

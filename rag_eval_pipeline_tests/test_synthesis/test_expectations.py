@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from dagster import AssetOut, Output, asset, instance_for_test, materialize, multi_asset
 
+from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.partitions import register_partition, tenant_version_partitions
 from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
 from rag_eval_pipeline.synthesis.checks import PLAN_TABLE, expected_types, golden_set_expectations
@@ -18,7 +19,6 @@ from rag_eval_pipeline.synthesis.expectations import (
 )
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
-from rag_eval_pipeline.core.warehouse import Warehouse
 
 CHUNK_IDS = {"c1", "c2", "c3"}
 ALL_TYPES = {"simple", "reasoning", "multi_context", "unanswerable"}

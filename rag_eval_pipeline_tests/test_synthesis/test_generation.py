@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from rag_eval_pipeline.core.text import content_words, split_sentences
+from rag_eval_pipeline.synthesis.absent_facts import frames_for, kind_of, topic_phrases
 from rag_eval_pipeline.synthesis.generation import MAX_TRIES_PER_ITEM, generate_items
 from rag_eval_pipeline.synthesis.items import (
     ITEM_COLUMNS,
@@ -22,12 +24,10 @@ from rag_eval_pipeline.synthesis.items import (
     items_frame,
     make_item,
 )
-from rag_eval_pipeline.synthesis.absent_facts import frames_for, kind_of, topic_phrases
 from rag_eval_pipeline.synthesis.offline_generation import _PHRASINGS, OfflineGenerator
 from rag_eval_pipeline.synthesis.planning import TypePlan
 from rag_eval_pipeline.synthesis.quality import QualityContext, assess
 from rag_eval_pipeline.synthesis.test_nodes import factual_sentences
-from rag_eval_pipeline.core.text import content_words, split_sentences
 
 
 def _chunk(chunk_id: str, title: str, heading: str, text: str) -> SourceChunk:

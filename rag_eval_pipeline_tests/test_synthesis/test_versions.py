@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, stamped, table_digest
+from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
     MULTI_CONTEXT,
@@ -34,10 +36,8 @@ from rag_eval_pipeline.synthesis.versions import (
     read_manifest,
     require_published,
 )
-from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, stamped, table_digest
-from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
-from rag_eval_pipeline_tests.test_version_tables import _probe
 from rag_eval_pipeline_tests.synthesis_items import item_from
+from rag_eval_pipeline_tests.test_version_tables import _probe
 
 CHUNKS = {
     "retention.md#0": "RouteWise API request logs are retained for 90 days and then deleted automatically.",

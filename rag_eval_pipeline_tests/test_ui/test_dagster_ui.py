@@ -19,8 +19,8 @@ from rag_eval_pipeline_tests.dagster_ui import (
     load_report,
     prepare_instance,
     report_title,
-    shows,
     require_chromium,
+    shows,
 )
 
 pytestmark = [pytest.mark.ui, pytest.mark.dagster, pytest.mark.cli]

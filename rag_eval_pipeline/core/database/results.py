@@ -25,8 +25,8 @@ from sqlalchemy.exc import OperationalError
 
 from rag_eval_pipeline.core.database import schema
 from rag_eval_pipeline.core.database.connection import ResultsDatabase
-from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
+from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet

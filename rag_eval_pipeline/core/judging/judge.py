@@ -26,8 +26,8 @@ from rag_eval_pipeline.core.judging.judgement import (
     Verdict,
 )
 from rag_eval_pipeline.core.judging.metrics import EvalItem
-from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
 from rag_eval_pipeline.core.judging.offline_support import assess_support
+from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
 from rag_eval_pipeline.core.text import content_words, is_noncommittal, split_sentences
 
 

@@ -35,10 +35,10 @@ from rag_eval_pipeline.core.judging.judgement import (
     Verdict,
     add_usage,
 )
-from rag_eval_pipeline.core.llm.cache import JudgeCache
-from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
+from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.core.text import is_noncommittal, split_sentences
 
 # Which metrics each kind of call serves, for reporting token usage per metric.
