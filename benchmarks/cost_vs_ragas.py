@@ -362,7 +362,7 @@ async def _ragas_all(job: dict) -> dict:
         client = openai.AsyncOpenAI(
             base_url=job["base_url"],
             api_key="not-needed",
-            http_client=counting_http_client(log, lambda body: current["metric"], job["timeout_s"]),
+            http_client=counting_http_client(log, lambda body, current=current: current["metric"], job["timeout_s"]),
         )  # openai's default retries (2) kept: that is how ragas ships against a plain client
         if variant == "as_shipped":
             llm = llm_factory(job["model"], client=client)

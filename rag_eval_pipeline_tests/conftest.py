@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures shared across folders, registered once for the whole suite (never imported into a test module).
+pytest_plugins = [
+    "rag_eval_pipeline_tests.tenant_fixtures",
+    "rag_eval_pipeline_tests.support.postgres",
+    "rag_eval_pipeline_tests.support.services",
+]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_FOLDER = REPO_ROOT / "data" / "tenants" / "demo"
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"

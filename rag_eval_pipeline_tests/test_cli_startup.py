@@ -18,8 +18,8 @@ PROBE = """
 import json, sys
 from rag_eval_pipeline import cli
 codes = [cli.main(argv) for argv in json.loads(sys.argv[1])]
-print(json.dumps({"codes": codes, "heavy": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY,)
+print(json.dumps({"codes": codes, "heavy": sorted(m for m in HEAVY if m in sys.modules)}))
+""".replace("HEAVY", repr(HEAVY))
 
 
 def _probe(*argvs: list[str], env: dict | None = None) -> dict:

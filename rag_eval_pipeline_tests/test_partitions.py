@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dagster import DagsterInstance, MultiPartitionKey
+from dagster import MultiPartitionKey
 
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 from rag_eval_pipeline.partitions import (
@@ -14,12 +14,6 @@ from rag_eval_pipeline.partitions import (
     require_registered,
     split_key,
 )
-
-
-@pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
 
 
 @pytest.mark.parametrize("name", ["acme", "a", "demo-2026_q1", "0", "-", "x" * 63])

@@ -167,18 +167,21 @@ def _plain(value):
 # ---- one snapshot? -----------------------------------------------------------------------------
 
 
-def snapshot_problems(tables: dict[str, pd.DataFrame | None]) -> list[str]:
+def snapshot_problems(tables: dict[str, pd.DataFrame | None], root: str = "golden_set") -> list[str]:
     """Why these tables (name -> stored table, None when missing) are not one snapshot; [] when they are.
 
-    One snapshot: every table is there and carries its lineage, each was built from the stored version
-    of every table it read, and the tables one step writes together come from one run of that step.
+    One snapshot: `root` and every table it was built from, directly or not, are there and carry their
+    lineage; each table was built from the stored version of every table it read; and the tables one
+    step writes together come from one run of that step. A table nothing in the root's lineage read is
+    not required (a step's other outputs are held to their run by the last rule).
     """
-    problems = [f"{name} is missing" for name, frame in tables.items() if frame is None]
     lineages = {name: lineage_of(frame) for name, frame in tables.items() if frame is not None}
+    required = _built_from(root, lineages)
+    problems = [f"{name} is missing" for name in sorted(required) if tables.get(name) is None]
     problems += [
         f"{name} does not say what it was built from (written before tables carried their lineage)"
-        for name, lineage in lineages.items()
-        if lineage is None
+        for name in sorted(required)
+        if name in lineages and lineages[name] is None
     ]
     known = {name: lineage for name, lineage in lineages.items() if lineage is not None}
     digests = {name: table_digest(frame) for name, frame in tables.items() if frame is not None}
@@ -190,6 +193,19 @@ def snapshot_problems(tables: dict[str, pd.DataFrame | None]) -> list[str]:
         if len(runs) > 1:
             problems.append(f"the tables of step {step} were written by different runs ({', '.join(sorted(runs))})")
     return problems
+
+
+def _built_from(root: str, lineages: dict[str, Lineage | None]) -> set[str]:
+    """root and every table it was built from, following the recorded inputs."""
+    found, pending = set(), [root]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        lineage = lineages.get(name)
+        pending += list(lineage.inputs) if lineage is not None else []
+    return found
 
 
 def _runs_by_step(lineages: Iterable[Lineage]) -> dict[str, set[str]]:

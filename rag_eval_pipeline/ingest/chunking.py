@@ -94,21 +94,23 @@ def _chunk(document: Document, position: int, heading: str, group: _Group) -> Ch
     )
 
 
+def _flush(blocks: list[_Block], heading: str, page_number: int, paragraph: list[str], table: list[str]) -> None:
+    """The paragraph and the table rows gathered so far become blocks under the current heading; both are emptied."""
+    sentences = tuple(split_sentences(_join_lines(paragraph)))
+    if sentences:
+        blocks.append(_Block(heading, page_number, sentences))
+    paragraph.clear()
+    if table:
+        blocks.append(_Block(heading, page_number, tuple(table), TABLE))
+    table.clear()
+
+
 def _blocks(document: Document) -> list[_Block]:
     heading = document.title
     blocks: list[_Block] = []
     for page_number, page in enumerate(document.pages, start=1):
         paragraph: list[str] = []
         table: list[str] = []
-
-        def flush() -> None:
-            sentences = tuple(split_sentences(_join_lines(paragraph)))
-            if sentences:
-                blocks.append(_Block(heading, page_number, sentences))
-            paragraph.clear()
-            if table:
-                blocks.append(_Block(heading, page_number, tuple(table), TABLE))
-            table.clear()
 
         previous = ""
         lines = page.splitlines()
@@ -121,19 +123,19 @@ def _blocks(document: Document) -> list[_Block]:
             new_heading = None if in_table else _heading_of(line, previous, typical_width, document.format)
             previous = line.strip() or "."  # a blank line ends a paragraph as a full stop does
             if new_heading:
-                flush()
+                _flush(blocks, heading, page_number, paragraph, table)
                 heading = new_heading
             elif not line.strip():
-                flush()
+                _flush(blocks, heading, page_number, paragraph, table)
             elif in_table:
                 if paragraph:
-                    flush()
+                    _flush(blocks, heading, page_number, paragraph, table)
                 table.append(" ".join(line.split()))
             else:
                 if table:
-                    flush()
+                    _flush(blocks, heading, page_number, paragraph, table)
                 paragraph.append(line.strip())
-        flush()
+        _flush(blocks, heading, page_number, paragraph, table)
     return blocks
 
 

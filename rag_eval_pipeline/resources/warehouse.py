@@ -20,7 +20,7 @@ from dagster import (
 
 from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
 from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, drop_lineage, stamped, table_digest
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, Warehouse
+from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, SYNTHESIS_TABLES, Warehouse
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.synthesis.versions import must_write
 
@@ -95,13 +95,13 @@ def store_output(
 ) -> None:
     """An asset's table through `write` (the IO manager's own), with the rules of versions.
 
-    Audit tables are per commit and run: written as they come. Any other table belongs to the version: it
-    is stamped with its lineage (this step, this run, the tables it read) and written under the version's
-    lock, and only while the version is unpublished. A published version keeps every table: the same
+    Audit tables are per commit and run: written as they come. The synthesis tables belong to the version:
+    each is stamped with its lineage (this step, this run, the tables it read) and written under the
+    version's lock, and only while the version is unpublished. A published version keeps every one: the same
     content again is not written, other content is refused before anything is written.
     """
     name = context.asset_key.path[-1]
-    if name in AUDIT_TABLES or not isinstance(frame, pd.DataFrame):
+    if name not in SYNTHESIS_TABLES or not isinstance(frame, pd.DataFrame):  # audit tables: per commit and run
         write(frame)
         return
     tenant, version = split_key(context.asset_partition_key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Protocol, Union
+from typing import Protocol
 
 import pandas as pd
 
@@ -75,7 +75,7 @@ class GenerationFailure:
     reason: str
 
 
-Outcome = Union[QAItem, GenerationFailure]
+Outcome = QAItem | GenerationFailure
 
 
 class Generator(Protocol):

@@ -29,6 +29,8 @@ from rag_eval_pipeline.synthesis.planning import DEFAULT_MIX, candidate_tasks, p
 from rag_eval_pipeline.synthesis.test_nodes import rank_test_nodes
 from rag_eval_pipeline.synthesis.verification import VerificationSettings, verify_items
 
+DEFAULT_VERIFICATION = VerificationSettings()
+
 _log = logging.getLogger(__name__)
 
 GENERATION_PLAN_COLUMNS = ["question_type", "requested", "planned", "generated", "note"]
@@ -116,7 +118,7 @@ def verify(
     chunks: pd.DataFrame,
     judge: Judge,
     embedder: Embedder,
-    settings: VerificationSettings = VerificationSettings(),
+    settings: VerificationSettings = DEFAULT_VERIFICATION,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     golden, rejected = verify_items(items, chunks, judge, embedder, settings)
     rejected = pd.concat([failures, rejected], ignore_index=True) if len(failures) else rejected
@@ -170,7 +172,7 @@ def from_folder(
     embedder: Embedder,
     n_items: int,
     mix: dict[str, float] | None = None,
-    settings: VerificationSettings = VerificationSettings(),
+    settings: VerificationSettings = DEFAULT_VERIFICATION,
 ) -> FolderSynthesis:
     """Documents of a folder (outside any tenant) to a verified golden set; no Dagster involved."""
     documents = read_documents(folder)

@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dagster import Definitions, build_sensor_context, in_process_executor, instance_for_test
+from dagster import Definitions, build_sensor_context, in_process_executor
 
 from rag_eval_pipeline.automation.jobs import audit_job, synthesis_job
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
@@ -17,12 +17,6 @@ def roots(tmp_path):
     documents, warehouse = tmp_path / "documents", tmp_path / "warehouse"
     documents.mkdir()
     return documents, warehouse
-
-
-@pytest.fixture
-def instance():
-    with instance_for_test() as test_instance:
-        yield test_instance
 
 
 def make_definitions(roots, sensors=(), schedules=()):

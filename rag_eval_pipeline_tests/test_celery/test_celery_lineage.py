@@ -13,12 +13,7 @@ from rag_eval_pipeline.core.database.upgrade import upgrade
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline_tests.support.celery_workers import REPO_ROOT, celery_cluster
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url
-from rag_eval_pipeline_tests.test_production.conftest import (  # noqa: F401 - fixtures
-    object_store_server,
-    production_variables,
-    scratch_database_factory,
-    shared_admin_url,
-)
+from rag_eval_pipeline_tests.support.services import production_variables
 from rag_eval_pipeline_tests.test_production.test_production_lineage import TENANTS, _gate_both, _lay_out
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres, pytest.mark.celery, pytest.mark.cli]
@@ -53,7 +48,7 @@ def _gate_on_workers(env: dict, tenant: str, folder) -> subprocess.Popen:
 
 
 def test_two_tenants_on_two_workers_match_the_in_process_run(
-    tmp_path, monkeypatch, scratch_database_factory, object_store_server
+    tmp_path, monkeypatch, scratch_database_factory, s3_server
 ):
     documents_root = tmp_path / "documents"
     _lay_out(documents_root)
@@ -68,7 +63,7 @@ def test_two_tenants_on_two_workers_match_the_in_process_run(
     nowhere = tmp_path / "no-local-warehouse"  # production mode must never write here
     production = {
         **common,
-        **production_variables(app_url, object_store_server, "celery"),
+        **production_variables(app_url, s3_server, "celery"),
         "RAG_EVAL_WAREHOUSE": str(nowhere),
     }
 

@@ -8,7 +8,6 @@ import pytest
 
 from rag_eval_pipeline.instance import local_instance
 from rag_eval_pipeline.partitions import register_partition
-from rag_eval_pipeline_tests.tenant_fixtures import *  # noqa: F403
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
-from rag_eval_pipeline_tests.tenant_fixtures import *  # noqa: F403
 
 
 @pytest.fixture(scope="session")

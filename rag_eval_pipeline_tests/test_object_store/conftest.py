@@ -1,4 +1,4 @@
-"""One SeaweedFS S3 server for the session; each test gets its own prefix in the bucket."""
+"""Each test gets its own prefix in the bucket of the session's SeaweedFS server (support/services.py)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,6 @@ import uuid
 import pytest
 
 from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
-from rag_eval_pipeline_tests.support.object_store import SeaweedS3Server
-
-
-@pytest.fixture(scope="session")
-def s3_server():
-    server = SeaweedS3Server(bucket="rag-eval-tables")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def s3(s3_server):
-    """The session's server, started again if a test took it down."""
-    if not s3_server.running:
-        s3_server.start()
-    return s3_server
 
 
 @pytest.fixture

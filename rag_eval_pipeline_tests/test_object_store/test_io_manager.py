@@ -28,7 +28,8 @@ pytestmark = pytest.mark.object_store
 
 
 @pytest.fixture(scope="module")
-def instance():
+def tenants_instance():
+    """An instance where acme and globex are registered, for the module's tests."""
     with DagsterInstance.ephemeral() as instance:
         for tenant in ("acme", "globex"):
             register_partition(instance, tenant, "v2024-01")
@@ -63,7 +64,7 @@ def manager(store_config) -> ObjectStoreUPathIOManager:
     return factory(store_config).create_io_manager(build_init_resource_context())
 
 
-def test_round_trip_through_handle_output_and_load_input(manager, instance, tmp_path):
+def test_round_trip_through_handle_output_and_load_input(manager, tenants_instance, tmp_path):
     frame = pd.DataFrame(
         {
             "chunk_id": ["c1", "c2", "c3"],
@@ -72,7 +73,7 @@ def test_round_trip_through_handle_output_and_load_input(manager, instance, tmp_
             "embedding_norm": [1.0, np.nan, 0.75],
         }
     )
-    output, input_ = contexts(instance, "document_chunks", "acme")
+    output, input_ = contexts(tenants_instance, "document_chunks", "acme")
     manager.handle_output(output, frame)
     loaded = manager.load_input(input_)
     frame.to_parquet(tmp_path / "local.parquet", index=False)
@@ -83,9 +84,9 @@ def test_round_trip_through_handle_output_and_load_input(manager, instance, tmp_
     assert getattr(path, "value", path) == manager.store.url("acme", "v2024-01", "document_chunks")
 
 
-def test_object_key_is_prefix_tenant_version_asset(manager, instance, store_config):
+def test_object_key_is_prefix_tenant_version_asset(manager, tenants_instance, store_config):
     for tenant in ("acme", "globex"):
-        output, _ = contexts(instance, "chunk_clusters", tenant)
+        output, _ = contexts(tenants_instance, "chunk_clusters", tenant)
         manager.handle_output(output, pd.DataFrame({"cluster": [1, 2]}))
     root = f"{store_config.bucket}/{store_config.prefix}"
     assert manager.store.fs.find(root) == [
@@ -94,23 +95,23 @@ def test_object_key_is_prefix_tenant_version_asset(manager, instance, store_conf
     ]
 
 
-def test_one_tenant_never_loads_another_tenants_table(manager, instance):
-    acme_out, acme_in = contexts(instance, "synthetic_qa", "acme")
+def test_one_tenant_never_loads_another_tenants_table(manager, tenants_instance):
+    acme_out, acme_in = contexts(tenants_instance, "synthetic_qa", "acme")
     manager.handle_output(acme_out, pd.DataFrame({"question": ["acme's question"]}))
-    _, globex_in = contexts(instance, "synthetic_qa", "globex")
+    _, globex_in = contexts(tenants_instance, "synthetic_qa", "globex")
     with pytest.raises(FileNotFoundError, match="materialize it first") as caught:
         manager.load_input(globex_in)
     assert isinstance(caught.value, MissingTableError) and "'globex'" in str(caught.value)
     assert manager.load_input(acme_in)["question"].tolist() == ["acme's question"]
 
 
-def test_results_tables_and_unpartitioned_assets_are_refused(manager, instance):
-    output, _ = contexts(instance, "metric_scores", "acme")
+def test_results_tables_and_unpartitioned_assets_are_refused(manager, tenants_instance):
+    output, _ = contexts(tenants_instance, "metric_scores", "acme")
     with pytest.raises(ValueError, match="results database"):
         manager.handle_output(output, pd.DataFrame({"x": [1]}))
     with pytest.raises(ValueError, match="not partitioned"):
         manager.handle_output(build_output_context(asset_key=AssetKey("raw_documents")), pd.DataFrame({"x": [1]}))
-    output, _ = contexts(instance, "raw_documents", "acme")
+    output, _ = contexts(tenants_instance, "raw_documents", "acme")
     with pytest.raises(TypeError, match="only DataFrames"):
         manager.handle_output(output, {"not": "a frame"})
 
@@ -134,7 +135,7 @@ def test_base_class_hooks_that_are_overridden_still_exist():
 
 
 @pytest.mark.dagster
-def test_materialize_partitioned_assets_through_the_store(store_config, instance):
+def test_materialize_partitioned_assets_through_the_store(store_config, tenants_instance):
     @asset(partitions_def=tenant_version_partitions)
     def document_chunks(context) -> pd.DataFrame:
         tenant = context.partition_key.keys_by_dimension["tenant"]
@@ -146,9 +147,9 @@ def test_materialize_partitioned_assets_through_the_store(store_config, instance
 
     resources = {"io_manager": factory(store_config)}
     for tenant in ("acme", "globex"):
-        key = register_partition(instance, tenant, "v2024-01")
+        key = register_partition(tenants_instance, tenant, "v2024-01")
         result = materialize(
-            [document_chunks, chunk_clusters], partition_key=key, instance=instance, resources=resources
+            [document_chunks, chunk_clusters], partition_key=key, instance=tenants_instance, resources=resources
         )
         assert result.success
     store = ObjectStore(store_config)

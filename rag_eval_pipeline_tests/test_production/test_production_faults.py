@@ -12,8 +12,8 @@ from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import read_manifest
 from rag_eval_pipeline_tests.support.object_store import start_seaweed_s3
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, PrivateServer
+from rag_eval_pipeline_tests.support.services import production_variables
 from rag_eval_pipeline_tests.tenant_fixtures import lay_out_acme
-from rag_eval_pipeline_tests.test_production.conftest import production_variables
 
 FIRST_AUDIT_IS_BASELINE = ReportSettings(first_audit_is_baseline=True)  # as `rag-eval run` does
 

@@ -11,7 +11,6 @@ from dagster import materialize
 from rag_eval_pipeline.core.embeddings import Embedder
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.synthesis import pipeline
-from rag_eval_pipeline_tests.tenant_fixtures import acme_key, instance, resources, tenant_dirs  # noqa: F401
 
 TEXTS = [f"Shipment {i} of Halcyon Freight leaves the Venlo dock at {i + 6}:00 every weekday." for i in range(9)]
 CHUNKS = pd.DataFrame(

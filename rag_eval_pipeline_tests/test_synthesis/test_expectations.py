@@ -5,7 +5,7 @@
 
 import pandas as pd
 import pytest
-from dagster import AssetOut, Output, asset, instance_for_test, materialize, multi_asset
+from dagster import AssetOut, Output, asset, materialize, multi_asset
 
 from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.partitions import register_partition, tenant_version_partitions
@@ -255,12 +255,6 @@ def _stub_assets(golden: pd.DataFrame, plan=None):
         return golden_set[["qa_id"]]
 
     return [document_chunks, golden_set, downstream]
-
-
-@pytest.fixture
-def instance():
-    with instance_for_test() as test_instance:
-        yield test_instance
 
 
 def _materialize(golden, instance, root, plan=None):
