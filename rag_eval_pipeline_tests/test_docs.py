@@ -178,3 +178,20 @@ def test_readme_links_point_at_files_and_headings_that_exist() -> None:
         if anchor and target.suffix == ".md":
             headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.MULTILINE)
             assert anchor in {_slug(h) for h in headings}, f"README links to {link}: no such heading"
+
+
+CODE_PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]*)`")
+# Paths the docs name that live outside the repository or are made at run time.
+NOT_IN_THE_REPO = ("../", "/", "warehouse/", "candidates/", ".dagster_home/", "site/", "docs/generated/", "dagster/")
+
+
+def test_files_and_folders_the_docs_name_exist() -> None:
+    """A module moved or renamed must take its mentions in the docs along (mkdocs checks links, not code spans)."""
+    roots = [REPO, REPO / "rag_eval_pipeline", REPO / "rag_eval_pipeline_tests"]
+    for page in [README, *sorted(DOCS.glob("*.md"))]:
+        for path in CODE_PATH.findall(page.read_text(encoding="utf-8")):
+            if path.startswith(NOT_IN_THE_REPO):
+                continue
+            assert any((root / path).exists() for root in roots), (
+                f"{page.relative_to(REPO)} names {path}, which does not exist"
+            )
