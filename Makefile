@@ -3,12 +3,13 @@ VENV       := .venv
 PYTHON     := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-dev-stamp
+DOCS_STAMP := $(VENV)/.installed-docs-stamp
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # llama-cpp-python (test extra) builds from source: no LLaVA, and no -march=native, so the build
 # runs on any x86-64 machine of the same kind (AVX2 baseline) rather than only on this one.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test ui pdfs clean
+.PHONY: demo test ui pdfs docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -40,6 +41,15 @@ test: $(TEST_STAMP) /usr/bin/chromedriver
 
 ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000
+
+# The documentation site (mkdocs-material): generated pages first (scripts/build_docs.py, run by mkdocs
+# as a hook), then a strict build into site/: any warning, a broken link or anchor included, fails.
+$(DOCS_STAMP): $(STAMP)
+	$(PYTHON) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 pdfs: $(STAMP)
 	$(PYTHON) scripts/build_demo_pdfs.py

@@ -82,16 +82,37 @@ class JudgeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: JudgeKind = "offline"
-    base_url: str = ""
-    model: str = ""
-    api_key: str = NO_API_KEY
-    mode: JudgeMode = DEFAULT_JUDGE_MODE
-    response_format: ResponseFormat = DEFAULT_RESPONSE_FORMAT
-    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
-    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
-    cache: str = ""  # the on-disk cache of LLM calls; '' keeps it in memory
+    kind: JudgeKind = Field(default="offline", description="`offline` (embedded, no server) or `llm`")
+    base_url: str = Field(default="", description="the OpenAI-compatible server, e.g. `http://vllm.internal:8000/v1`")
+    model: str = Field(
+        default="", description="the model the server serves, e.g. `meta-llama/Meta-Llama-3-8B-Instruct`"
+    )
+    api_key: str = Field(default=NO_API_KEY, description="only if the server wants one")
+    mode: JudgeMode = Field(
+        default=DEFAULT_JUDGE_MODE, description="`decomposed` (2 calls per item for the core metrics) or `fused` (1)"
+    )
+    response_format: ResponseFormat = Field(
+        default=DEFAULT_RESPONSE_FORMAT,
+        description="`json_schema` (vLLM, OpenAI) or `json_object_schema` (the llama.cpp server)",
+    )
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, description="judge calls in flight at once")
+    timeout_s: float = Field(
+        default=DEFAULT_TIMEOUT_S,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds one attempt of a call may take, time queued on the server included (`--timeout-s`)",
+    )
+    max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES,
+        ge=0,
+        description="retries of a call on HTTP 408/409/429/5xx, connection errors, timeouts and HTTP 200 replies "
+        "that are no chat completion (`--max-retries`)",
+    )
+    cache: str = Field(
+        default="",
+        description="the cache of LLM calls: a SQLite file, or the production Redis URL when `RAG_EVAL_CACHE_URL` "
+        "is set; '' keeps it in memory",
+    )
 
 
 class FollowedBranch(BaseModel):
@@ -99,10 +120,14 @@ class FollowedBranch(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    repo: str
-    branch: str = "main"
-    tenant: str = ""
-    entry: str = "reference"
+    repo: str = Field(description="the git repository the candidate sensor follows; none is followed while unset")
+    branch: str = Field(default="main", description="the followed branch")
+    tenant: str = Field(
+        default="", description="the tenant whose golden set the followed branch's commits are audited on"
+    )
+    entry: str = Field(
+        default="reference", description="the candidate entry point (`module:function`) audited at each new commit"
+    )
 
 
 class ProductionSettings(BaseModel):
@@ -110,12 +135,23 @@ class ProductionSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    database_url: str = ""
-    database_admin_url: str = ""
-    object_store_url: str = ""
-    object_store_endpoint: str = ""
-    cache_url: str = ""
-    run_timeout_s: float = Field(default=7200.0, gt=0, allow_inf_nan=False)
+    database_url: str = Field(
+        default="", description="the results database as the pipeline's role, `rag_eval_app`; turns production mode on"
+    )
+    database_admin_url: str = Field(
+        default="", description="a superuser's URL of the results database; only `rag-eval db upgrade` uses it"
+    )
+    object_store_url: str = Field(default="", description="`s3://bucket/prefix` for the large tables")
+    object_store_endpoint: str = Field(default="", description="the S3-compatible server's URL")
+    cache_url: str = Field(
+        default="", description="`redis://host:port/db`: the judge-call and embedding caches every worker shares"
+    )
+    run_timeout_s: float = Field(
+        default=7200.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="how long `rag-eval run`/`gate` wait for a run on a worker before asking to cancel it",
+    )
 
     @model_validator(mode="after")
     def _object_store_needs_the_database(self) -> ProductionSettings:
@@ -137,18 +173,35 @@ class ProductionSettings(BaseModel):
 
 
 class Settings(BaseModel):
+    """Every setting of the pipeline; `load()` reads it from the environment."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    documents_root: Path
-    warehouse_root: Path
-    candidates_root: Path
-    dagster_home: Path
-    judge: JudgeSettings
-    followed_branch: FollowedBranch | None = None
-    candidate_modules: tuple[str, ...] = ()
-    production: ProductionSettings = ProductionSettings()
+    documents_root: Path = Field(description="one folder of documents per tenant")
+    warehouse_root: Path = Field(
+        description="Parquet tables `<tenant>/<version>/<asset>.parquet`, the embedding and judge caches, baselines"
+    )
+    candidates_root: Path = Field(description="candidate manifests, one JSON file per commit (see Automation)")
+    dagster_home: Path = Field(
+        description="the Dagster instance; `rag-eval` and `make` copy the repo's `dagster.yaml` there"
+    )
+    judge: JudgeSettings = Field(description="the judge of the assets, and the LLM question generator's server")
+    followed_branch: FollowedBranch | None = Field(
+        default=None, description="the git branch the candidate sensor follows, if any"
+    )
+    candidate_modules: tuple[str, ...] = Field(
+        default=(), description="packages a candidate manifest may name code in (comma-separated); none by default"
+    )
+    production: ProductionSettings = Field(
+        default=ProductionSettings(), description="production mode's shared stores (see Production)"
+    )
     # A run's process beats every fifth of this; a run on another machine silent for longer is dead.
-    run_stale_after_s: float = Field(default=300.0, ge=1, allow_inf_nan=False)
+    run_stale_after_s: float = Field(
+        default=300.0,
+        ge=1,
+        allow_inf_nan=False,
+        description="a run on another machine whose heartbeat is older is dead; set it alike everywhere",
+    )
 
 
 def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:

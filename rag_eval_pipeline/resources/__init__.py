@@ -1,4 +1,6 @@
-"""Dagster resources: thin configurable wrappers around the pure core."""
+"""Dagster resources, thin configurable wrappers around the pure core: the warehouse and its IO manager,
+the documents root, the embedding model, the judge, the run's liveness heartbeat, and production mode's
+storage (results in Postgres, the large tables in an object store)."""
 
 from rag_eval_pipeline.resources.documents import DocumentsResource
 from rag_eval_pipeline.resources.embedder import EmbedderResource

@@ -1,0 +1,871 @@
+"""The generated parts of the documentation site, made from the code and the committed results.
+
+    .venv/bin/python scripts/build_docs.py     # writes docs/generated/ (git-ignored)
+    make docs                                  # the same, then `mkdocs build --strict` into site/
+
+mkdocs.yml names this file as a hook, so every `mkdocs build` and `mkdocs serve` regenerates the pages
+first (`on_pre_build`). The hand-written pages under docs/ embed them with `--8<--` snippet lines:
+
+- configuration.md: every field of the typed settings (`rag_eval_pipeline/settings.py`) with its
+  environment variable, its effective default (what `settings.load()` returns on an empty environment)
+  and its description; and the config fields of the Dagster resources and of the assets' run config;
+- figures.md: the key numbers of each `benchmarks/results/*.json`, with the command that reproduces it
+  (from the benchmark script's docstring);
+- architecture.md: each package's docstring, and the first paragraph of each module's docstring.
+
+Nothing here is typed by hand, so none of it can go stale: a field, a package or a results file added
+to the code shows up at the next build, and rag_eval_pipeline_tests/test_docs.py checks the coverage.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import re
+import subprocess
+import sys
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "rag_eval_pipeline"
+RESULTS = REPO / "benchmarks" / "results"
+BENCHMARKS = REPO / "benchmarks"
+GENERATED = REPO / "docs" / "generated"
+
+# The docs describe this checkout's code, whatever else is installed.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+# -- small Markdown helpers ----------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    """One table cell: no line breaks, and no pipe that ends the cell (Python-Markdown's tables take a pipe
+    inside a code span as text, and one outside it escaped)."""
+    text = " ".join((value if isinstance(value, str) else _number(value)).split())
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(part if part.startswith("`") else part.replace("|", "\\|") for part in parts)
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1000:
+            return f"{int(value):,}"
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.1f}"
+    return str(value)
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    headers = list(headers)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _first_paragraph(docstring: str | None) -> str:
+    return " ".join((docstring or "").strip().split("\n\n")[0].split())
+
+
+# -- configuration: the typed settings -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    path: str  # dotted field path in Settings, e.g. judge.timeout_s
+    variable: str
+    default: str
+    description: str
+
+
+def setting_variables() -> dict[str, str]:
+    """Each settings field's environment variable, from the tables `settings.load()` reads them by."""
+    from rag_eval_pipeline import settings
+
+    return {
+        **{name: variable for name, (variable, _) in settings.LOCATIONS.items()},
+        **{f"judge.{name}": variable for name, variable in settings.JUDGE_VARIABLES.items()},
+        **{f"followed_branch.{name}": variable for name, variable in settings.BRANCH_VARIABLES.items()},
+        **{f"production.{name}": variable for name, variable in settings.PRODUCTION_VARIABLES.items()},
+        "candidate_modules": settings.CANDIDATE_MODULES_VARIABLE,
+        "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
+    }
+
+
+def _nested_model(annotation: Any) -> type | None:
+    """The settings model a field holds (also through `X | None`), or None for a plain value."""
+    from pydantic import BaseModel
+
+    candidates = typing.get_args(annotation) or (annotation,)
+    return next((c for c in candidates if inspect.isclass(c) and issubclass(c, BaseModel)), None)
+
+
+def setting_fields(model: type | None = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf field of the settings, nested models expanded: (dotted path, its FieldInfo)."""
+    from rag_eval_pipeline.settings import Settings
+
+    model = model or Settings
+    fields = []
+    for name, info in model.model_fields.items():
+        nested = _nested_model(info.annotation)
+        if nested is not None:
+            fields += setting_fields(nested, f"{prefix}{name}.")
+        else:
+            fields.append((f"{prefix}{name}", info))
+    return fields
+
+
+def _effective_default(path: str, info: Any) -> str:
+    """What the field holds on an empty environment, a location shown under the working directory."""
+    from pydantic_core import PydanticUndefined
+
+    from rag_eval_pipeline import settings
+
+    working_directory = PurePosixPath("/working-directory")
+    value: Any = settings.load(environ={}, cwd=Path(working_directory))
+    for part in path.split("."):
+        value = getattr(value, part) if value is not None else None
+    if value is None:  # inside an optional model that is unset by default
+        value = None if info.default is PydanticUndefined else info.default
+    if value in (None, "", ()):
+        return "unset"
+    text = str(value)
+    if text.startswith(str(working_directory)):
+        text = "." + text[len(str(working_directory)) :]
+    return _code(text)
+
+
+def configuration_rows() -> list[SettingRow]:
+    variables = setting_variables()
+    return [
+        SettingRow(path, variables.get(path, ""), _effective_default(path, info), info.description or "")
+        for path, info in setting_fields()
+    ]
+
+
+def configuration_table(prefix: str = "") -> str:
+    """The settings whose dotted path starts with prefix ('' for all) as a Markdown table."""
+    rows = [row for row in configuration_rows() if row.path.startswith(prefix)]
+    return table(
+        ["variable", "default", "what", "setting"],
+        ([_code(r.variable), r.default, r.description, _code(r.path)] for r in rows),
+    )
+
+
+VARIABLE_NAME = re.compile(r"^(RAG_EVAL|DAGSTER|AWS)_[A-Z0-9_]+$")
+YAML_ENV = re.compile(r"^\s*env:\s*([A-Z][A-Z0-9_]*)\s*$", re.MULTILINE)
+
+
+def variables_read_elsewhere() -> dict[str, list[str]]:
+    """Environment variables named in the package's code or the Dagster instance files but not settings
+    fields, with the files that name them."""
+    in_settings = set(setting_variables().values())
+    found: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "settings.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE_NAME.match(node.value):
+                found.setdefault(node.value, set()).add(path.relative_to(REPO).as_posix())
+    for path in sorted([REPO / "dagster.yaml", *(REPO / "deploy").rglob("*.yaml")]):
+        for name in YAML_ENV.findall(path.read_text(encoding="utf-8")):
+            found.setdefault(name, set()).add(path.relative_to(REPO).as_posix())
+    return {name: sorted(files) for name, files in sorted(found.items()) if name not in in_settings}
+
+
+def elsewhere_table() -> str:
+    rows = ([_code(name), ", ".join(_code(f) for f in files)] for name, files in variables_read_elsewhere().items())
+    return table(["variable", "read by"], rows)
+
+
+# -- configuration: Dagster resources and the assets' run config ---------------------------------------
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+
+
+def _config_table(cls: type) -> str:
+    from pydantic_core import PydanticUndefined
+
+    rows = []
+    for name, info in cls.model_fields.items():
+        default = "required" if info.default is PydanticUndefined else _code(repr(info.default))
+        rows.append([_code(name), _code(_type_name(info.annotation)), default, info.description or ""])
+    return table(["field", "type", "default", "what"], rows) if rows else "No config fields.\n"
+
+
+def _config_section(cls: type) -> str:
+    about = _first_paragraph(cls.__doc__)
+    return f"#### `{cls.__name__}`\n\nIn `{cls.__module__}`. {about}\n\n{_config_table(cls)}"
+
+
+def _classes_in(module_names: Iterable[str], base: type | tuple[type, ...]) -> list[type]:
+    import importlib
+
+    found = []
+    for module_name in module_names:
+        module = importlib.import_module(module_name)
+        found += [
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj) and obj.__module__ == module.__name__ and issubclass(obj, base)
+        ]
+    return found
+
+
+def _modules_named(pattern: str) -> list[str]:
+    return sorted(
+        ".".join(path.relative_to(REPO).with_suffix("").parts) for path in REPO.glob(pattern) if path.stem != "__init__"
+    )
+
+
+def dagster_config_page() -> str:
+    """The Dagster resources' config fields and each asset's run config (imports dagster)."""
+    from dagster import Config, ConfigurableIOManager, ConfigurableIOManagerFactory, ConfigurableResource
+
+    parts = ["### Dagster resources\n"]
+    resource_bases = (ConfigurableResource, ConfigurableIOManager, ConfigurableIOManagerFactory)
+    for cls in _classes_in(_modules_named("rag_eval_pipeline/resources/*.py"), resource_bases):
+        parts.append(_config_section(cls))
+    parts.append("### Run config of the assets\n")
+    for cls in _classes_in(_modules_named("rag_eval_pipeline/*/assets.py"), Config):
+        parts.append(_config_section(cls))
+    return "\n".join(parts)
+
+
+# -- layout: packages and modules ----------------------------------------------------------------------
+
+
+def packages() -> list[Path]:
+    """Every package folder under rag_eval_pipeline/, the top one first."""
+    return sorted((p.parent for p in PACKAGE.rglob("__init__.py")), key=lambda p: p.relative_to(REPO).parts)
+
+
+def package_docstring(package: Path) -> str:
+    return ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+
+
+def _imports_dagster(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        if any(name == "dagster" or name.startswith(("dagster.", "dagster_")) for name in names):
+            return True
+    return False
+
+
+def layout_page() -> str:
+    parts = []
+    for package in packages():
+        dotted = ".".join(package.relative_to(REPO).parts)
+        parts.append(f"### `{dotted}`\n\n{package_docstring(package)}\n")
+        rows = []
+        for module in sorted(package.glob("*.py")):
+            if module.name == "__init__.py":
+                continue
+            tree = ast.parse(module.read_text(encoding="utf-8"))
+            rows.append(
+                [_code(module.name), _first_paragraph(ast.get_docstring(tree)), "yes" if _imports_dagster(tree) else ""]
+            )
+        subpackages = sorted(p.name for p in package.iterdir() if (p / "__init__.py").is_file())
+        rows += [[_code(f"{name}/"), "a package, below", ""] for name in subpackages]
+        if rows:
+            parts.append(table(["module", "what", "imports dagster"], rows))
+    return "\n".join(parts)
+
+
+def _docstring_of(path: Path) -> str:
+    return _first_paragraph(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def _leading_comment(path: Path) -> str:
+    """The first sentence of the comment block a YAML file opens with."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(" ".join(lines).split())
+    return re.split(r"[.:] ", text)[0].rstrip(".:") + "." if text else ""
+
+
+def _folder_docstring(folder: Path) -> str:
+    """What a test folder's __init__.py or conftest.py says, or else which test modules it holds."""
+    for name in ("__init__.py", "conftest.py"):
+        if (folder / name).is_file() and (text := _docstring_of(folder / name)):
+            return text
+    return "tests: " + ", ".join(_code(p.stem) for p in sorted(folder.glob("test_*.py")))
+
+
+def beside_package_page() -> str:
+    """The tests, the benchmarks, the scripts and the deployment files, each said by its own docstring."""
+    tests = REPO / "rag_eval_pipeline_tests"
+    parts = [f"### `rag_eval_pipeline_tests/`\n\n{ast.get_docstring(ast.parse((tests / '__init__.py').read_text()))}\n"]
+    rows = [
+        [_code(f"{folder.name}/"), _folder_docstring(folder)]
+        for folder in sorted(tests.iterdir())
+        if folder.is_dir() and any(folder.glob("*.py"))
+    ]
+    rows += [
+        [_code(module.name), _docstring_of(module)]
+        for module in sorted(tests.glob("*.py"))
+        if module.name != "__init__.py"
+    ]
+    parts.append(table(["folder or module", "what"], rows))
+    for folder, pattern in (("benchmarks", "*.py"), ("scripts", "*.py")):
+        rows = [[_code(path.name), _docstring_of(path)] for path in sorted((REPO / folder).glob(pattern))]
+        parts.append(f"### `{folder}/`\n\n" + table(["script", "what"], rows))
+    deploy = sorted(p for p in (REPO / "deploy").rglob("*") if p.suffix in (".yaml", ".yml"))
+    rows = [[_code(path.relative_to(REPO).as_posix()), _leading_comment(path)] for path in deploy]
+    parts.append("### `deploy/`\n\n" + table(["file", "what"], rows))
+    return "\n".join(parts)
+
+
+# -- figures: benchmarks/results/*.json -----------------------------------------------------------------
+
+
+def benchmark_script(result: Path) -> Path | None:
+    """The script that wrote a results file: the one whose name shares the most leading words with it."""
+    scripts = sorted(BENCHMARKS.glob("*.py"))
+
+    def shared_words(script: Path) -> int:
+        prefix = _shared_prefix(result.stem, script.stem)
+        return len(prefix.split("_")) if prefix else 0
+
+    best = max(scripts, key=shared_words, default=None)
+    return best if best is not None and shared_words(best) > 0 else None
+
+
+def reproduce_commands(result: Path, data: dict) -> list[str]:
+    """The command a results file records, or else its script's usage line for it.
+
+    A script that writes several files (lineage_demo.json, lineage_shared-pdfs.json) names each one's
+    command with the file's own suffix (`--name shared-pdfs`); a file without a suffix gets the first.
+    """
+    if isinstance(data.get("command"), str):  # what was run, arguments and all
+        return [data["command"]]
+    commands = []
+    script = benchmark_script(result)
+    if script is not None:
+        docstring = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+        usage = [
+            line.strip()
+            for line in docstring.splitlines()
+            if line.strip().startswith(f".venv/bin/python benchmarks/{script.name}")
+        ]
+        suffix = _alphanumeric(result.stem.removeprefix(_shared_prefix(result.stem, script.stem)))
+        matching = [line for line in usage if suffix and suffix in _alphanumeric(line)]
+        commands += matching or usage[:1]
+    return commands
+
+
+def _alphanumeric(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def _shared_prefix(result_stem: str, script_stem: str) -> str:
+    shared = []
+    for a, b in zip(result_stem.split("_"), script_stem.split("_")):
+        if a != b:
+            break
+        shared.append(a)
+    return "_".join(shared)
+
+
+def _last_commit(path: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%h, %ad", "--date=short", "--", str(path.relative_to(REPO))],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out
+
+
+def _get(data: dict, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key, {}) if isinstance(data, dict) else {}
+    return None if data == {} else data
+
+
+def _range(side: dict, low: str = "min_s", high: str = "max_s") -> str:
+    return f"{_number(side.get(low))} to {_number(side.get(high))}"
+
+
+def _celery_lineage(data: dict) -> str:
+    sides = [("in process, one tenant after the other", "in_process"), ("two Celery workers, both at once", "workers")]
+    rows = [[label, data[k]["median_s"], _range(data[k]), len(data[k].get("runs_s", []))] for label, k in sides]
+    per_worker = ", ".join(f"{w}: {n}" for w, n in (data.get("runs_taken_per_worker") or {}).items())
+    return (
+        table(["side", "median s", "range s", "runs"], rows)
+        + f"\nRatio workers / in process: **{_number(data.get('ratio_workers_to_in_process'))}**. "
+        + f"Runs taken per worker: {per_worker}.\n"
+    )
+
+
+def _chunk_clusters(data: dict) -> str:
+    peer = data["peer"]
+    rows = [
+        [f"this code (batch {data['new']['each'][0].get('batch_size')})"]
+        + [data["new"][k] for k in ("runs", "median_wall_s")]
+        + [
+            _range(data["new"], "min_wall_s", "max_wall_s"),
+            data["new"]["median_cpu_s"],
+            data["new"]["median_chunks_per_s"],
+        ],
+        [f"previous code ({peer.get('commit', '')[:7]})"]
+        + [peer[k] for k in ("runs", "median_wall_s")]
+        + [_range(peer, "min_wall_s", "max_wall_s"), peer["median_cpu_s"], peer["median_chunks_per_s"]],
+    ]
+    corpus, machine = data.get("corpus", {}), data.get("machine", {})
+    agreement = data.get("output_agreement_last_runs", {})
+    return (
+        f"{corpus.get('chunks')} chunks of {corpus.get('documents')} documents, "
+        f"{machine.get('busy_processes_beside', 0)} CPU-bound processes beside it, {machine.get('cpus')} cores.\n\n"
+        + table(["code", "runs", "median wall s", "range s", "median CPU s", "chunks/s"], rows)
+        + f"\nRatio previous / this (median wall): **{_number(data.get('ratio_peer_to_new_median_wall'))}**. "
+        + f"Same columns: {_number(agreement.get('columns_equal'))}; clusters' adjusted Rand index "
+        + f"{_number(agreement.get('cluster_adjusted_rand_index'))}.\n"
+    )
+
+
+def _compare_commits(data: dict) -> str:
+    rows, outcomes = [], []
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or "this" not in entry:
+            continue
+        this, earlier, peer = entry.get("this", {}), entry.get("earlier", {}), entry.get("peer", {})
+        rows.append(
+            [
+                _code(name),
+                this.get("median_s"),
+                earlier.get("median_s"),
+                entry.get("ratio_this_to_earlier"),
+                peer.get("median_s"),
+                len(this.get("runs_s", [])),
+            ]
+        )
+        for side, values in (("this", this), ("earlier", earlier)):
+            if values.get("outcome"):
+                outcomes.append(f"- `{name}`, {side}: {values['outcome']}")
+    header = ["measurement", f"this ({data.get('this')}) median s", f"earlier ({data.get('earlier')}) median s"]
+    return table([*header, "ratio", "peer median s", "runs"], rows) + (
+        "\n" + "\n".join(outcomes) + "\n" if outcomes else ""
+    )
+
+
+def _cost_vs_ragas(data: dict) -> str:
+    rows = []
+    for mode, side in data["ours"].items():
+        m = side["four_metrics"]
+        rows.append(
+            [
+                f"ours, {mode}",
+                side.get("triplets"),
+                m["calls_per_triplet"],
+                m["prompt_tokens_per_triplet"],
+                m["completion_tokens_per_triplet"],
+                m["wall_s_per_triplet"],
+            ]
+        )
+    for variant, side in data["ragas"]["variants"].items():
+        m = side["four_metrics"]
+        rows.append(
+            [
+                f"ragas, {variant.replace('_', ' ')}",
+                side.get("triplets"),
+                m["calls_per_triplet"],
+                m["prompt_tokens_per_triplet"],
+                m["completion_tokens_per_triplet"],
+                m["wall_s_per_triplet"],
+            ]
+        )
+    ratios = [
+        [
+            pair,
+            r["ratio"],
+            r.get("ratio_if_no_cache_hit"),
+            r.get("token_ratio"),
+            r.get("wall_ratio"),
+            r.get("meets_one_third"),
+        ]
+        for pair, r in data.get("ratios", {}).items()
+    ]
+    server = data.get("server", {})
+    return (
+        f"Server: {server.get('model')}, {server.get('serves')}. Per triplet, the four metrics together:\n\n"
+        + table(["side", "triplets", "calls", "prompt tokens", "completion tokens", "wall s"], rows)
+        + f"\nTarget: {data.get('target')}.\n\n"
+        + table(["ours / ragas", "calls ratio", "if no cache hit", "tokens ratio", "wall ratio", "meets 1/3"], ratios)
+    )
+
+
+def _gate_wall_time(data: dict) -> str:
+    labels = [
+        ("gate, passing candidate", "gate_pass"),
+        ("gate, blocked candidate", "gate_blocked"),
+        ("peer: `rag-eval --help`", "peer_cli_start"),
+    ]
+    rows = [[label, data[k]["median_s"], _range(data[k]), len(data[k].get("runs_s", []))] for label, k in labels]
+    ratio = ", ".join(f"{k} {_number(v)}" for k, v in (data.get("ratio_to_peer") or {}).items())
+    return (
+        f"Tenant: {data.get('tenant')}.\n\n"
+        + table(["what", "median s", "range s", "runs"], rows)
+        + f"\nRatio to the peer: {ratio}.\n"
+    )
+
+
+def _golden_quality(data: dict) -> str:
+    types = ["simple", "reasoning", "multi_context", "unanswerable"]
+    rows = []
+    for side in ("before", "after"):
+        s = data[side]
+        keeps = s["reviewer_keeps"]
+        per_type = ", ".join(
+            f"{t} {keeps[t]['kept_by_reviewer']} of {keeps[t]['n']}" for t in types if keeps.get(t, {}).get("n")
+        )
+        rejected = ", ".join(f"{k} {v}" for k, v in (s.get("rejected_by_stage") or {}).items()) or "-"
+        share = keeps["all"]["share"]
+        rows.append(
+            [
+                side,
+                s["generated"],
+                s["verified"],
+                "-" if share is None else f"{share:.0%}",
+                per_type or "-",
+                rejected,
+                s["verified_per_hour_median"],
+            ]
+        )
+    q = data.get("quality_stage_on_before_questions", {})
+    return (
+        f"Corpus `{data.get('corpus')}`, {data.get('n_requested')} items requested, against {data.get('against')}, "
+        f"{data.get('repeats')} repeats.\n\n"
+        + table(
+            [
+                "golden set",
+                "generated",
+                "verified",
+                "kept by the reviewer",
+                "kept per type",
+                "rejected by stage",
+                "verified pairs per hour (median)",
+            ],
+            rows,
+        )
+        + f"\nRatio of verified pairs per hour, after / before: {_number(data.get('verified_per_hour_ratio_after_before'))}. "
+        + f"The quality stage alone on the 'before' questions: rejects {q.get('rejected')} of {q.get('questions')} "
+        + f"({q.get('labelled_discard')} labelled discard), precision {_number(q.get('precision'))}, "
+        + f"recall {_number(q.get('recall'))}.\n"
+    )
+
+
+def _ingestion_furniture(data: dict) -> str:
+    totals = data["totals"]
+    rows = [
+        [
+            _code(name),
+            f.get("pages"),
+            f.get("labelled"),
+            f.get("removed"),
+            f.get("missed"),
+            f.get("lost_words"),
+            f"{f.get('furniture_headings_before')} to {f.get('furniture_headings_after')}",
+        ]
+        for name, f in data.get("files", {}).items()
+    ]
+    return (
+        table(["total", "value"], ([_code(k), v] for k, v in totals.items()))
+        + "\n"
+        + table(["file", "pages", "labelled", "removed", "missed", "lost words", "chunks headed by furniture"], rows)
+    )
+
+
+def _judge_accuracy(data: dict) -> str:
+    rows = []
+    for judge, splits in data.get("halueval_qa_dev", {}).items():
+        for split, s in splits.items():
+            d = s.get("detection", {})
+            rows.append(
+                [judge, split, s["records"], s["pairwise_F"], s["pairwise_graded"], d.get("f1"), d.get("roc_auc")]
+            )
+    ablations = [
+        [signal, a.get("without_full_pairwise_F"), a.get("without_held_out_pairwise_F"), a.get("only_full_pairwise_F")]
+        for signal, a in data.get("halueval_ablations_v2", {}).items()
+    ]
+    ares = [
+        [judge, subset, s["records"], s["accuracy"], s["roc_auc"]]
+        for judge, subsets in data.get("ares_fewshot_faithfulness", {}).items()
+        for subset, s in subsets.items()
+    ]
+    wiki = data.get("wikiqa_sample", {})
+    return (
+        f"HaluEval QA (split: {data.get('split')}):\n\n"
+        + table(["judge", "split", "records", "pairwise F", "pairwise graded", "detection F1", "ROC-AUC"], rows)
+        + "\nSignals of the offline judge (pairwise F):\n\n"
+        + table(["signal", "F without it (all)", "F without it (held out)", "F with it alone (all)"], ablations)
+        + "\nARES few-shot faithfulness:\n\n"
+        + table(["judge", "subset", "records", "accuracy", "ROC-AUC"], ares)
+        + f"\nWikiQA sample: {wiki.get('records')} records, pairwise answer relevance "
+        + f"{_number(wiki.get('pairwise_answer_relevance'))} ({wiki.get('method')}).\n"
+    )
+
+
+def _lineage_run(data: dict) -> str:
+    lineage = data["lineage"]
+    steps, rows = lineage.get("step_s", {}), lineage.get("rows", {})
+    names = list(dict.fromkeys([*rows, *steps]))
+    means = data["lineage"].get("means", {})
+    return (
+        f"Documents: `{data.get('docs')}`. Whole lineage in process: **{_number(lineage.get('wall_s'))} s**; loading "
+        f"the code location: median {_number(_get(data, 'definitions_load_s', 'median'))} s.\n\n"
+        + table(["table or step", "rows", "step s"], ([_code(n), rows.get(n, ""), steps.get(n, "")] for n in names))
+        + "\nMean scores of the reference candidate:\n\n"
+        + table(["metric", "mean"], ([_code(k), v] for k, v in means.items()))
+    )
+
+
+def _rls_scores(data: dict) -> str:
+    rows = []
+    for query, r in data["results"].items():
+        rows.append(
+            [
+                _code(query),
+                f"{_number(r['rls']['median_ms'])} / {_number(r['rls']['p95_ms'])}",
+                f"{_number(r['no_rls']['median_ms'])} / {_number(r['no_rls']['p95_ms'])}",
+                f"{_number(r['ratio_rls_to_no_rls']['median'])} / {_number(r['ratio_rls_to_no_rls']['p95'])}",
+                r.get("rls_p95_within_target"),
+            ]
+        )
+    queries = "\n".join(f"- `{k}`: {v}" for k, v in (data.get("queries") or {}).items())
+    size = data.get("data", {})
+    return (
+        f"{_number(size.get('metric_scores'))} metric_scores rows over {size.get('tenants')} tenants; "
+        f"target p95 under {_number(data.get('target_p95_ms'))} ms. Timed: {data.get('timed')}.\n\n"
+        + table(
+            ["query", "RLS on: median / p95 ms", "RLS off: median / p95 ms", "ratio median / p95", "p95 on target"],
+            rows,
+        )
+        + "\n"
+        + queries
+        + "\n"
+    )
+
+
+def _synthesis_throughput(data: dict) -> str:
+    def row(label: str, s: dict, per_hour: Any, wall: Any) -> list[Any]:
+        types = ", ".join(f"{k} {v}" for k, v in (s.get("type_mix_verified") or {}).items())
+        rejected = ", ".join(f"{k} {v}" for k, v in (s.get("rejected_by_stage") or {}).items())
+        return [
+            label,
+            wall,
+            s.get("generated"),
+            f"{s.get('verified')} ({_number(s.get('kept_rate'))})",
+            types,
+            f"{s.get('gold_in_top5_share', 0):.0%}",
+            rejected,
+            per_hour,
+        ]
+
+    offline, llm = data.get("offline", {}), data.get("llm")
+    rows = [
+        row(
+            "offline, empty embedding cache",
+            offline["cold"],
+            offline["cold"]["verified_per_hour"],
+            offline["cold"]["wall_s"],
+        )
+    ]
+    warm = offline.get("warm_runs") or []
+    if warm:
+        walls = sorted(run["wall_s"] for run in warm)
+        rows.append(
+            row(
+                f"offline, warm cache, median of {len(warm)}",
+                warm[0],
+                offline.get("warm_median_verified_per_hour"),
+                walls[len(walls) // 2],
+            )
+        )
+    if llm:
+        rows.append(row(f"LLM: {llm.get('server', '')}", llm, llm["verified_per_hour"], llm["wall_s"]))
+    return (
+        f"Corpus `{data.get('corpus')}`; target: more than {data.get('sla_verified_per_hour')} verified pairs per hour "
+        f"(offline met: {_number(offline.get('sla_met'))}).\n\n"
+        + table(
+            [
+                "path",
+                "wall s",
+                "generated",
+                "verified (kept rate)",
+                "verified types",
+                "gold chunk in top 5",
+                "rejected by stage",
+                "verified pairs per hour",
+            ],
+            rows,
+        )
+    )
+
+
+def _ui_load(data: dict) -> str:
+    pages = [("asset graph", "asset_graph"), ("`regression_report` page", "report"), ("peer: `/server_info`", "peer")]
+    rows = [
+        [
+            label,
+            f"{_number(data['cold'][k]['median_s'])} ({_number(data['cold'][k]['max_s'])})",
+            f"{_number(data['warm'][k]['median_s'])} ({_number(data['warm'][k]['max_s'])})",
+        ]
+        for label, k in pages
+    ]
+    sla = ", ".join(f"{k} {v}" for k, v in (data.get("sla") or {}).items())
+    load = _get(data, "machine", "load_average_1m") or {}
+    return (
+        f"Target: under {_number(data.get('sla_s'))} s; {data.get('runs')} loads each; Dagster {data.get('dagster')}, "
+        f"Chromium {data.get('chromium')}; the lineage had {_get(data, 'lineage', 'assets')} assets and "
+        f"{_get(data, 'lineage', 'edges')} edges then.\n\n"
+        + table(["page", "cold: median (max) s", "warm: median (max) s"], rows)
+        + f"\nTarget: {sla}. 1-minute load average {_number(load.get('before'))} before, "
+        + f"{_number(load.get('after'))} after.\n"
+    )
+
+
+def _flattened(data: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    if isinstance(data, dict) and depth < 4:
+        return [pair for k, v in data.items() for pair in _flattened(v, f"{prefix}{k}.", depth + 1)]
+    if isinstance(data, list):
+        return (
+            [(prefix.rstrip("."), f"{len(data)} values")]
+            if data and not all(isinstance(v, (int, float)) for v in data)
+            else [(prefix.rstrip("."), ", ".join(_number(v) for v in data))]
+        )
+    return [(prefix.rstrip("."), data if not isinstance(data, dict) else json.dumps(data))]
+
+
+def _any_results(data: dict) -> str:
+    """A results file no renderer knows yet: every number in it, by its path."""
+    rows = [(_code(path), value) for path, value in _flattened(data) if "note" not in path]
+    return table(["field", "value"], rows[:80]) + (
+        f"\n({len(rows) - 80} more fields in the file.)\n" if len(rows) > 80 else ""
+    )
+
+
+# The renderer of each benchmark script's results; a script without one gets every field as a table.
+RENDERERS: dict[str, Callable[[dict], str]] = {
+    "celery_lineage": _celery_lineage,
+    "chunk_clusters_wall_time": _chunk_clusters,
+    "compare_commits": _compare_commits,
+    "cost_vs_ragas": _cost_vs_ragas,
+    "gate_wall_time": _gate_wall_time,
+    "golden_quality": _golden_quality,
+    "ingestion_furniture": _ingestion_furniture,
+    "judge_accuracy": _judge_accuracy,
+    "lineage_run": _lineage_run,
+    "rls_scores": _rls_scores,
+    "synthesis_throughput": _synthesis_throughput,
+    "ui_load": _ui_load,
+}
+
+
+def _notes(data: dict) -> str:
+    """The caveats a results file carries itself (its `what` and `note*` fields), quoted."""
+    notes = [
+        f"*{key}:* {data[key]}"
+        for key in data
+        if (key == "what" or key.startswith("note")) and isinstance(data[key], str)
+    ]
+    return "".join(f"\n> {' '.join(note.split())}\n" for note in notes)
+
+
+def figure_fragment(result: Path) -> str:
+    data = json.loads(result.read_text(encoding="utf-8"))
+    script = benchmark_script(result)
+    render = RENDERERS.get(script.stem if script else "", _any_results)
+    source = f"Results: `{result.relative_to(REPO).as_posix()}`"
+    if last := _last_commit(result):
+        source += f" (committed {last})"
+    commands = reproduce_commands(result, data)
+    reproduce = "\n\nReproduce:\n\n```bash\n" + "\n".join(commands) + "\n```\n" if commands else ""
+    if script is None or not commands:
+        reproduce = "\n\nReproduce: see the docstring of the script that wrote it.\n"
+    return f"{source}.{reproduce}\n{render(data)}{_notes(data)}"
+
+
+def result_files() -> list[Path]:
+    return sorted(RESULTS.glob("*.json"))
+
+
+# -- writing --------------------------------------------------------------------------------------------
+
+
+def pages(with_dagster: bool = True) -> dict[str, str]:
+    """Every generated file, by its path under docs/generated/."""
+    banner = "<!-- Generated by scripts/build_docs.py from the code and benchmarks/results/; do not edit. -->\n\n"
+    out = {
+        "configuration.md": configuration_table(),
+        "configuration-judge.md": configuration_table("judge."),
+        "configuration-production.md": configuration_table("production."),
+        "configuration-elsewhere.md": elsewhere_table(),
+        "layout.md": layout_page(),
+        "layout-beside.md": beside_package_page(),
+    }
+    if with_dagster:
+        out["dagster-config.md"] = dagster_config_page()
+    out.update({f"figures/{result.stem}.md": figure_fragment(result) for result in result_files()})
+    return {name: banner + text for name, text in out.items()}
+
+
+def write(generated: dict[str, str], folder: Path = GENERATED) -> None:
+    """Write each page only if it changed (so `mkdocs serve` does not rebuild for ever); drop pages gone."""
+    for name, text in generated.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+    for path in folder.rglob("*.md"):
+        if path.relative_to(folder).as_posix() not in generated:
+            path.unlink()
+
+
+def on_pre_build(config: Any) -> None:
+    """mkdocs hook: regenerate the pages before every build."""
+    write(pages())
+
+
+if __name__ == "__main__":
+    write(pages())
+    print(f"wrote {GENERATED.relative_to(REPO)}/")
