@@ -37,7 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from rag_eval_pipeline.automation.queues import QUEUES  # noqa: E402
-from rag_eval_pipeline.core.database.upgrade import upgrade  # noqa: E402
+from rag_eval_pipeline.stores.database.upgrade import upgrade  # noqa: E402
 from rag_eval_pipeline_tests.support.celery_workers import celery_cluster  # noqa: E402
 from rag_eval_pipeline_tests.support.object_store import start_seaweed_s3  # noqa: E402
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url, scratch_database  # noqa: E402

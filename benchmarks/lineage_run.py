@@ -21,9 +21,10 @@ from pathlib import Path
 import pandas as pd
 from dagster import instance_for_test, materialize
 
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.stores.layout import AUDIT_TABLES
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
 STAGES = [

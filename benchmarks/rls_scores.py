@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from sqlalchemy import create_engine, pool, text  # noqa: E402
 
-from rag_eval_pipeline.core.database.connection import build_engine, open_results_database, parse_url  # noqa: E402
-from rag_eval_pipeline.core.database.schema import APP_ROLE, SCHEMA  # noqa: E402
-from rag_eval_pipeline.core.database.upgrade import upgrade  # noqa: E402
+from rag_eval_pipeline.stores.database.connection import build_engine, open_results_database, parse_url  # noqa: E402
+from rag_eval_pipeline.stores.database.schema import APP_ROLE, SCHEMA  # noqa: E402
+from rag_eval_pipeline.stores.database.upgrade import upgrade  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 SERVER_URL = os.environ.get("RAG_EVAL_BENCH_SERVER_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
     REFUSAL,

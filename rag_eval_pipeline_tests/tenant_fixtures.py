@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from dagster import instance_for_test
 
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.definitions import build_definitions, local_resources
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.versions import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]

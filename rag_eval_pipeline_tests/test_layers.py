@@ -76,7 +76,8 @@ def _imports_dagster(modules: list[str]) -> bool:
 def test_the_walk_finds_the_core_and_leaves_out_the_dagster_layer():
     modules = core_modules()
     assert {
-        "rag_eval_pipeline.core.warehouse",
+        "rag_eval_pipeline.stores.local",
+        "rag_eval_pipeline.stores.database.results",
         "rag_eval_pipeline.synthesis.pipeline",
         "rag_eval_pipeline.automation.inbox",
         "rag_eval_pipeline.reporting.baselines",

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import redis
 
-from rag_eval_pipeline.core import redis_cache
-from rag_eval_pipeline.core.cache_store import CacheUnavailable, open_cache
-from rag_eval_pipeline.core.redis_cache import RedisCache
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.stores import redis_cache
+from rag_eval_pipeline.stores.cache import CacheUnavailable, open_cache
+from rag_eval_pipeline.stores.redis_cache import RedisCache
+from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 
 pytestmark = pytest.mark.redis
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from rag_eval_pipeline.core.embeddings import MODEL_NAME, Embedder
 from rag_eval_pipeline.core.llm.cache import JudgeCache
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
 from rag_eval_pipeline.core.text import sha256
+from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 
 
 def test_values_round_trip_and_survive_a_new_connection(tmp_path):
@@ -48,7 +48,7 @@ def test_threads_share_one_store():
 
 WRITER = """
 import sys
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 store = SqliteCache(sys.argv[1], "blobs")
 for batch in range(150):
     store.put_many({f"{sys.argv[2]}-{batch}-{i}": b"v" * 512 for i in range(20)})

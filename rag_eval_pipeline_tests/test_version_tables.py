@@ -8,7 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.version_tables import (
+from rag_eval_pipeline.stores.layout import VERSION_LOCK_FILE
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.version_tables import (
     FLOAT_TOLERANCE,
     Lineage,
     differences,
@@ -17,7 +19,6 @@ from rag_eval_pipeline.core.version_tables import (
     stamped,
     table_digest,
 )
-from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
 
 
 def _clusters() -> pd.DataFrame:

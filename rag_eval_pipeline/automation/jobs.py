@@ -2,7 +2,7 @@
 
 from dagster import AssetSelection, define_asset_job
 
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, SYNTHESIS_TABLES
+from rag_eval_pipeline.stores.layout import AUDIT_TABLES, SYNTHESIS_TABLES
 
 # Every table the synthesis steps write: a step that writes several tables builds them all at once.
 SYNTHESIS_ASSETS = list(SYNTHESIS_TABLES)

@@ -10,14 +10,12 @@ import click
 
 from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.cli.lineage import min_coverage_option
-from rag_eval_pipeline.cli.options import results_store
+from rag_eval_pipeline.cli.options import stores
 
 
 def _store():
-    from rag_eval_pipeline.reporting.baselines import baseline_store
-
-    warehouse = results_store()
-    return warehouse, baseline_store(warehouse)
+    opened = stores()
+    return opened.results, opened.baselines
 
 
 @click.group(help="show a tenant's baseline history, or promote an audited commit", no_args_is_help=False)

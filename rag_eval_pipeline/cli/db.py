@@ -24,7 +24,7 @@ def upgrade() -> int:
     admin_url = settings().production.database_admin_url
     if not admin_url:
         raise BadInput(f"{ADMIN_URL_VARIABLE} is not set: give a superuser's postgresql:// URL of the results database")
-    from rag_eval_pipeline.core.database.upgrade import upgrade as upgrade_database
+    from rag_eval_pipeline.stores.database.upgrade import upgrade as upgrade_database
 
     click.echo(upgrade_database(admin_url))
     return 0

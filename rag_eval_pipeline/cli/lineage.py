@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
-from rag_eval_pipeline.cli.options import partition_options, results_store, settings
+from rag_eval_pipeline.cli.options import partition_options, results_store, settings, stores
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
 
 DEMO_TENANT, DEMO_VERSION = "demo", "v1"
@@ -190,10 +190,11 @@ def gate(
     if junit:
         check_writable(junit)  # before the audit, not after it
     spec = CandidateSpec.entry(entry) if entry else outputs_spec or REFERENCE_SPEC
-    instance, warehouse = _instance(), _warehouse()
+    instance, opened = _instance(), stores()
+    warehouse = opened.results
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
-    _check_gate_inputs(warehouse, tenant, version, baseline)
+    _check_gate_inputs(opened, tenant, version, baseline)
     report = ReportSettings(
         tolerance=tolerance,
         min_coverage=min_coverage,
@@ -228,10 +229,10 @@ def _gated_version(warehouse, tenant: str, version: str | None) -> str:
     return version
 
 
-def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | None) -> None:
-    from rag_eval_pipeline.reporting.baselines import baseline_store
+def _check_gate_inputs(opened, tenant: str, version: str, baseline: str | None) -> None:
     from rag_eval_pipeline.synthesis.versions import read_manifest, require_items
 
+    warehouse = opened.results
     manifest = read_manifest(warehouse, tenant, version)
     if manifest is None:
         raise BadInput(
@@ -239,7 +240,7 @@ def _check_gate_inputs(warehouse, tenant: str, version: str, baseline: str | Non
             "its checks failed): nothing to gate on"
         )
     require_items(manifest)
-    audited = baseline_store(warehouse).audited_commits(tenant, version)
+    audited = opened.baselines.audited_commits(tenant, version)
     if baseline and baseline not in audited:
         raise BadInput(
             f"baseline commit {baseline!r} was never audited on {tenant}/{version} "
@@ -303,26 +304,12 @@ def _print_outcome(outcome, tenant: str, version: str, job: str, commit: str) ->
 
 
 def _print_tables(outcome, tenant: str, version: str, job: str, commit: str) -> None:
-    from rag_eval_pipeline.core.warehouse import Warehouse
-
-    warehouse = _warehouse()
-    if not isinstance(warehouse, Warehouse):  # production mode: the results are rows, not files
-        click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s; results in {warehouse.root}")
-        report = warehouse.read_report(tenant, version, outcome.run_id)
-        if report is not None:
-            click.echo()
-            click.echo(report.markdown)
-        return
-    folder = warehouse.partition_dir(tenant, version)
+    """The run's report, read back from the store, and where the store keeps the tables."""
+    store = _warehouse()
     click.echo(f"run {outcome.run_id} ({job}) finished in {outcome.elapsed_s:.1f} s")
-    audit = warehouse.find_audit_dir(tenant, version, outcome.run_id)
-    if audit is not None and (audit / "regression_report.md").exists():
+    report = store.read_report(tenant, version, outcome.run_id)
+    if report is not None:
         click.echo()
-        click.echo((audit / "regression_report.md").read_text(encoding="utf-8"))
-    click.echo(f"tables for {tenant}/{version}: {folder}")
-    for path in sorted(folder.glob("*.parquet")):
-        click.echo(f"  {path.name}")
-    if audit is not None:
-        click.echo(f"audit of commit {commit} (run {outcome.run_id}): {audit}")
-        for path in sorted(audit.glob("*.parquet")):
-            click.echo(f"  {path.name}")
+        click.echo(report.markdown)
+    for line in store.locations(tenant, version, outcome.run_id):
+        click.echo(line)

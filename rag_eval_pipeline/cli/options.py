@@ -27,6 +27,8 @@ from rag_eval_pipeline.core.defaults import (
 if TYPE_CHECKING:
     from rag_eval_pipeline.core.llm.client import LLMSettings
     from rag_eval_pipeline.settings import Settings
+    from rag_eval_pipeline.stores import Stores
+    from rag_eval_pipeline.stores.protocols import ResultsStore
 
 
 def settings() -> Settings:
@@ -39,12 +41,17 @@ def settings() -> Settings:
     return root.meta["settings"]
 
 
-def results_store():
-    """Where this command finds the results: the local warehouse, or the results database in production mode."""
-    from rag_eval_pipeline.resources.warehouse import WarehouseResource
+def stores() -> Stores:
+    """This command's stores (stores.open_stores): the local warehouse, or the results database in production mode."""
+    from rag_eval_pipeline.stores import open_stores
 
     current = settings()
-    return WarehouseResource(root=str(current.warehouse_root), database_url=current.production.database_url).store()
+    return open_stores(current.warehouse_root, current.production.database_url)
+
+
+def results_store() -> ResultsStore:
+    """Where this command finds the results."""
+    return stores().results
 
 
 def _from_settings(read):

@@ -46,7 +46,7 @@ def _warehouse():
 
 def _local_warehouse():
     """The local warehouse, for what only it supports yet (an import copies the version's other tables)."""
-    from rag_eval_pipeline.core.warehouse import Warehouse
+    from rag_eval_pipeline.stores.local import Warehouse
 
     if settings().production.enabled:
         raise BadInput(

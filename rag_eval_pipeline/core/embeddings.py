@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_eval_pipeline.core.cache_store import open_cache
 from rag_eval_pipeline.core.text import sha256
+from rag_eval_pipeline.stores.cache import open_cache
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -12,7 +12,6 @@ from rag_eval_pipeline.core.judging.llm_judge import CALL_SERVES
 from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
 from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
-from rag_eval_pipeline.core.warehouse import audited_commit
 from rag_eval_pipeline.evaluation.candidate_process import run_entry_point
 from rag_eval_pipeline.evaluation.candidates import (
     REFERENCE,
@@ -26,6 +25,7 @@ from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
+from rag_eval_pipeline.stores.layout import audited_commit
 from rag_eval_pipeline.synthesis.versions import require_published
 
 

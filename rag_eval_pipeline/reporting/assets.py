@@ -9,17 +9,10 @@ from pydantic import Field
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
 from rag_eval_pipeline.core.names import COMMIT_TAG
-from rag_eval_pipeline.core.warehouse import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
-from rag_eval_pipeline.reporting.baselines import (
-    BaselineChanged,
-    BaselineStore,
-    Promotion,
-    PromotionPolicy,
-    promotion_reason,
-)
+from rag_eval_pipeline.reporting.baselines import PromotionPolicy, promotion_reason
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
     IncomparableScores,
@@ -30,6 +23,8 @@ from rag_eval_pipeline.reporting.compare import (
 )
 from rag_eval_pipeline.reporting.report import Audit, Outcome, build_report, judges_of
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
+from rag_eval_pipeline.stores.layout import STORED_BY_ASSET, audited_commit
+from rag_eval_pipeline.stores.protocols import BaselineChanged, BaselineStore, Promotion
 
 
 class ReportSettings(Config):

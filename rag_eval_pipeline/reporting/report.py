@@ -10,9 +10,9 @@ from pathlib import PurePath
 
 import pandas as pd
 
-from rag_eval_pipeline.core.warehouse import REPORT_FILES, StoredReport
 from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, NO_BASELINE, NO_BASELINE_SET, Analysis, Comparison
 from rag_eval_pipeline.reporting.render import render_html, render_markdown
+from rag_eval_pipeline.stores.layout import REPORT_FILES, StoredReport
 
 MARKDOWN_FILE, HTML_FILE = REPORT_FILES["markdown"], REPORT_FILES["html"]
 

@@ -16,9 +16,9 @@ from dagster import ConfigurableIOManagerFactory, InitResourceContext, InputCont
 from pydantic import Field
 from upath import UPath
 
-from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES
 from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.stores.layout import AUDIT_TABLES
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
 
 
 class ObjectStoreUPathIOManager(UPathIOManager):

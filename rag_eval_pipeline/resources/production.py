@@ -10,12 +10,13 @@ import os
 import pandas as pd
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from rag_eval_pipeline.core.database.results import DatabaseStore
-from rag_eval_pipeline.core.object_store import ObjectStoreConfig, shared_object_store
-from rag_eval_pipeline.core.version_tables import VersionTables
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.resources.object_store import ObjectStoreUPathIOManager
-from rag_eval_pipeline.resources.warehouse import loaded_table, read_table, results_database, store_output, write_table
+from rag_eval_pipeline.resources.warehouse import loaded_table, read_table, store_output, write_table
+from rag_eval_pipeline.stores import results_database
+from rag_eval_pipeline.stores.database.results import DatabaseStore
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.object_store import ObjectStoreConfig, shared_object_store
+from rag_eval_pipeline.stores.version_tables import VersionTables
 
 # The evaluation records (what a gate, a baseline and a person reviewing a golden set read): in the
 # results database. Every other table is a large intermediate one: in the object store.

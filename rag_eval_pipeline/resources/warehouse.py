@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -19,39 +17,27 @@ from dagster import (
 )
 
 from rag_eval_pipeline.core.names import RESULTS_IN_DATABASE, RESULTS_TAG
-from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, drop_lineage, stamped, table_digest
-from rag_eval_pipeline.core.warehouse import AUDIT_TABLES, STORED_BY_ASSET, SYNTHESIS_TABLES, Warehouse
 from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.stores import open_stores
+from rag_eval_pipeline.stores.layout import AUDIT_TABLES, STORED_BY_ASSET, SYNTHESIS_TABLES
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.protocols import BaselineStore, ResultsStore
+from rag_eval_pipeline.stores.version_tables import Lineage, VersionTables, drop_lineage, stamped, table_digest
 from rag_eval_pipeline.synthesis.versions import must_write
 
 
 class WarehouseResource(ConfigurableResource):
-    """The local warehouse; with `database_url` (production mode) the results live in Postgres instead."""
+    """Where the results are (stores.open_stores): the local warehouse, or with `database_url` (production
+    mode) the results database."""
 
     root: str
     database_url: str = ""
 
-    def store(self):
-        """A Warehouse, or the results database's DatabaseStore: the same methods for the results."""
-        if not self.database_url:
-            return Warehouse(self.root)
-        from rag_eval_pipeline.core.database.results import DatabaseStore
+    def store(self) -> ResultsStore:
+        return open_stores(self.root, self.database_url).results
 
-        return DatabaseStore(results_database(self.database_url, os.getpid()))
-
-    def baselines(self):
-        from rag_eval_pipeline.reporting.baselines import baseline_store
-
-        return baseline_store(self.store())
-
-
-@functools.cache
-def results_database(url: str, pid: int):
-    """One verified ResultsDatabase (and its connection pool) per URL and process: keyed by the pid, so a
-    forked child (a Celery or multiprocess worker) opens its own connections instead of sharing its parent's."""
-    from rag_eval_pipeline.core.database.connection import open_results_database
-
-    return open_results_database(url)
+    def baselines(self) -> BaselineStore:
+        return open_stores(self.root, self.database_url).baselines
 
 
 class WarehouseIOManager(ConfigurableIOManager):

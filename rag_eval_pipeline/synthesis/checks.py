@@ -19,8 +19,8 @@ from dagster import (
     MetadataValue,
 )
 
-from rag_eval_pipeline.core.version_tables import table_digest
 from rag_eval_pipeline.partitions import partitioned_asset_check, split_key
+from rag_eval_pipeline.stores.version_tables import table_digest
 from rag_eval_pipeline.synthesis.versions import MixedSnapshot, publish_snapshot
 
 PLAN_TABLE = "synthesis_plan"  # written with golden_set: question_type, requested, planned, generated, kept, note

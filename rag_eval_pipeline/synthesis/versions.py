@@ -28,8 +28,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
-from rag_eval_pipeline.core.version_tables import VersionTables, differences, snapshot_problems, table_digest
-from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, SYNTHESIS_TABLES, Warehouse
+from rag_eval_pipeline.stores.layout import MANIFEST_FILE, SYNTHESIS_TABLES
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.version_tables import VersionTables, differences, snapshot_problems, table_digest
 
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
 CONTENT_COLUMNS = ("qa_id", "question", "ground_truth", "gold_chunk_ids", "question_type")

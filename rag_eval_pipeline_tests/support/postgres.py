@@ -211,7 +211,7 @@ def scratch_database_factory(shared_admin_url) -> Iterator[Callable[[], str]]:
 @pytest.fixture(scope="session")
 def upgraded_database(scratch_database_factory) -> UpgradedDatabase:
     """One database per test session at the migration head; tests use tenant names of their own."""
-    from rag_eval_pipeline.core.database.upgrade import upgrade
+    from rag_eval_pipeline.stores.database.upgrade import upgrade
 
     name = scratch_database_factory()
     admin_url = database_url(name)
@@ -222,7 +222,7 @@ def upgraded_database(scratch_database_factory) -> UpgradedDatabase:
 @pytest.fixture(scope="session")
 def app_database(upgraded_database):
     """A verified ResultsDatabase as rag_eval_app on the session's database."""
-    from rag_eval_pipeline.core.database.connection import open_results_database
+    from rag_eval_pipeline.stores.database.connection import open_results_database
 
     database = open_results_database(upgraded_database.app_url)
     yield database

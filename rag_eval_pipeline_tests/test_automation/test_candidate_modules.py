@@ -7,7 +7,6 @@ import pytest
 
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.sensors import build_candidate_commit_sensor
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.evaluation.candidates import (
     CandidateError,
     CandidateSpec,
@@ -15,6 +14,7 @@ from rag_eval_pipeline.evaluation.candidates import (
     check_entry_allowed,
 )
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.versions import publish
 from rag_eval_pipeline_tests.test_automation.conftest import make_definitions, tick
 from rag_eval_pipeline_tests.test_automation.test_inbox import make_repo

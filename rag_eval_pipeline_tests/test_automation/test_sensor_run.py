@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 import pytest
 
 from rag_eval_pipeline.automation.sensors import build_new_documents_sensor
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline_tests.test_automation.conftest import copy_demo, make_definitions, tick
 
 pytestmark = [pytest.mark.dagster]

@@ -12,8 +12,8 @@ from dagster import build_schedule_context
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.automation.schedules import SCHEDULES, build_nightly_resynthesis_schedule
 from rag_eval_pipeline.automation.sensors import SENSORS, build_candidate_commit_sensor, build_new_documents_sensor
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.partitions import partition_key, register_partition, split_key
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.versions import publish
 from rag_eval_pipeline_tests.test_automation.conftest import copy_demo, make_definitions, tick
 from rag_eval_pipeline_tests.test_automation.test_inbox import commit, make_repo

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline.automation.queues import QUEUES
-from rag_eval_pipeline.core.database.upgrade import upgrade
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline.stores.database.upgrade import upgrade
 from rag_eval_pipeline_tests.support.celery_workers import REPO_ROOT, celery_cluster
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url
 from rag_eval_pipeline_tests.support.services import production_variables

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.warehouse import Warehouse
-from rag_eval_pipeline.reporting.baselines import BaselineStore
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
 from rag_eval_pipeline_tests.tenant_fixtures import synthesize
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
@@ -90,7 +90,7 @@ def test_concurrent_gates_each_get_their_own_verdict_and_promotions_are_not_lost
         assert (report["verdict_overall"].iloc[0] == "block") is (expected == 1)
         assert f"/{tenant}/v1/audits/commit={commit}/run=" in out
 
-    store = BaselineStore(Warehouse(tenant_dirs[1]))
+    store = LocalBaselineStore(Warehouse(tenant_dirs[1]))
     for tenant in ("acme", "globex"):
         commits = {commit for (t, commit) in gates if t == tenant} | {"base"}
         assert set(store.audited_commits(tenant, "v1")) == commits  # every audit archived under its own commit
@@ -114,7 +114,7 @@ def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
         _start(cli_env, "gate", "--tenant", "acme", "--candidate", commit, "--branch", "main") for commit in commits
     ]
     outcomes = dict(zip(commits, (_finish(p) for p in first)))
-    store = BaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
+    store = LocalBaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
     history = store.history("acme", "v1")
     assert len(history) == 1, [p.commit for p in history]
     winner = history[0].commit
@@ -144,4 +144,4 @@ def test_a_first_gate_that_declines_everything_on_main_never_becomes_the_baselin
     assert code == 2, out + err
     assert "unmeasured contextual_relevancy: candidate measured on 0 of " in out
     assert "now the baseline" not in out
-    assert BaselineStore(Warehouse(synthesized_cli_env["RAG_EVAL_WAREHOUSE"])).history("acme") == []
+    assert LocalBaselineStore(Warehouse(synthesized_cli_env["RAG_EVAL_WAREHOUSE"])).history("acme") == []

@@ -22,8 +22,8 @@ import pytest
 
 from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
 from rag_eval_pipeline.core.llm.client import LLMSettings
-from rag_eval_pipeline.core.warehouse import Warehouse
-from rag_eval_pipeline.reporting.baselines import BaselineStore
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
@@ -44,7 +44,7 @@ def _gate(env, commit: str, *args):
 
 
 def _history(env) -> list[str]:
-    return [p.commit for p in BaselineStore(Warehouse(env["RAG_EVAL_WAREHOUSE"])).history("acme", "v1")]
+    return [p.commit for p in LocalBaselineStore(Warehouse(env["RAG_EVAL_WAREHOUSE"])).history("acme", "v1")]
 
 
 def _broken_judge_env(env, server: FakeOpenAIServer) -> dict:
@@ -208,9 +208,9 @@ def test_the_promotion_is_the_last_step_after_the_report_is_stored(
 
     audit = ["candidate_outputs", "metric_scores", "regression_report"]
     first_on_main = {"ops": {"regression_report": {"config": {"branch": "main"}}}}
-    store = BaselineStore(Warehouse(tenant_dirs[1]))
+    store = LocalBaselineStore(Warehouse(tenant_dirs[1]))
     events: list[str] = []
-    real_write_report, real_promote = Warehouse.write_report, BaselineStore.promote
+    real_write_report, real_promote = Warehouse.write_report, LocalBaselineStore.promote
 
     def disk_full(self, *args, **kwargs):
         events.append("report")
@@ -239,7 +239,7 @@ def test_the_promotion_is_the_last_step_after_the_report_is_stored(
 
     events.clear()
     monkeypatch.setattr(Warehouse, "write_report", recorded_write)
-    monkeypatch.setattr(BaselineStore, "promote", recorded_promote)
+    monkeypatch.setattr(LocalBaselineStore, "promote", recorded_promote)
     done = materialize(
         ALL_ASSETS,
         selection=audit,

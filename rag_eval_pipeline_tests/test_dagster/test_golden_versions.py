@@ -5,9 +5,9 @@ import pytest
 from dagster import DagsterInvalidConfigError, materialize
 
 from rag_eval_pipeline.automation.jobs import SYNTHESIS_ASSETS
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.partitions import register_partition
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.synthesis.versions import diff_versions, read_manifest
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.warehouse import Warehouse
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]

@@ -7,10 +7,11 @@ import pytest
 from dagster import materialize
 
 from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS
-from rag_eval_pipeline.reporting.baselines import FIRST_RUN, BaselineStore
+from rag_eval_pipeline.reporting.baselines import FIRST_RUN
 from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, BLOCK, PASS, UNMEASURED
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
 pytestmark = [pytest.mark.dagster]
@@ -105,7 +106,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     report = read_audit("regression_report")
     assert set(report["metric"]) == set(ALL_METRICS) and set(report["commit"]) == {"c1"}
     assert (report["verdict_overall"] == BASELINE_PROPOSED).all()
-    baselines = BaselineStore(warehouse)
+    baselines = LocalBaselineStore(warehouse)
     assert (baselines.current("acme", "v1").commit, baselines.current("acme", "v1").reason) == ("c1", FIRST_RUN)
 
     materialization = instance.get_latest_materialization_event(
@@ -147,7 +148,7 @@ def test_regressed_candidate_is_blocked_and_reference_passes(
     ).read_text()
     assert "## Worst regressed items" in markdown and "(not stored)" not in markdown  # baseline answers kept
     # The baseline is still the first candidate: a blocked candidate is not promoted.
-    baselines = BaselineStore(Warehouse(tenant_dirs[1]))
+    baselines = LocalBaselineStore(Warehouse(tenant_dirs[1]))
     assert baselines.current("acme", "v1").commit == "base"
     assert baselines.audited_commits("acme", "v1") == ["bad", "base", "same-again"]  # every audit is kept
 
@@ -155,7 +156,7 @@ def test_regressed_candidate_is_blocked_and_reference_passes(
 def test_a_pass_on_main_becomes_the_baseline_and_an_older_commit_can_be_asked_for(
     synthesized_acme, acme_key, instance, resources, tenant_dirs
 ):
-    baselines = BaselineStore(Warehouse(tenant_dirs[1]))
+    baselines = LocalBaselineStore(Warehouse(tenant_dirs[1]))
     assert _run(AUDIT, acme_key, instance, resources, commit="base").success
     on_branch = _run(AUDIT, acme_key, instance, resources, commit="pr-1", branch="feature-x")
     assert on_branch.output_for_node("regression_report")["promoted_to_baseline"].iloc[0] == ""

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType
 
-from rag_eval_pipeline.core.version_tables import snapshot_problems
-from rag_eval_pipeline.core.warehouse import SYNTHESIS_TABLES, Warehouse
+from rag_eval_pipeline.stores.layout import SYNTHESIS_TABLES
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.version_tables import snapshot_problems
 from rag_eval_pipeline.synthesis.versions import read_manifest
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 

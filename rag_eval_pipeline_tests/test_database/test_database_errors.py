@@ -5,8 +5,8 @@ and `rag-eval db upgrade`'s own errors and output."""
 import pytest
 
 from rag_eval_pipeline import cli
-from rag_eval_pipeline.core.database.connection import DatabaseError, ResultsDatabase, open_results_database
-from rag_eval_pipeline.core.database.upgrade import head_revision, upgrade
+from rag_eval_pipeline.stores.database.connection import DatabaseError, ResultsDatabase, open_results_database
+from rag_eval_pipeline.stores.database.upgrade import head_revision, upgrade
 from rag_eval_pipeline_tests.support.postgres import (
     APP_ROLE,
     database_url,

@@ -5,9 +5,9 @@ import pytest
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import ProgrammingError
 
-from rag_eval_pipeline.core.database import schema
-from rag_eval_pipeline.core.database.connection import ResultsDatabase
 from rag_eval_pipeline.core.names import PartitionNameError
+from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.connection import ResultsDatabase
 from rag_eval_pipeline_tests.support.postgres import run_admin, sample_row
 
 pytestmark = [pytest.mark.postgres]

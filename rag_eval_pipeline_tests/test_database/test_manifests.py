@@ -2,7 +2,7 @@
 
 import pytest
 
-from rag_eval_pipeline.core.database.results import DatabaseStore
+from rag_eval_pipeline.stores.database.results import DatabaseStore
 from rag_eval_pipeline.synthesis.versions import GoldenSetImmutable, publish, read_manifest
 from rag_eval_pipeline_tests.review_fixtures import ITEMS, golden_frame
 

@@ -8,8 +8,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, pool
 from sqlalchemy.exc import ProgrammingError
 
-from rag_eval_pipeline.core.database import schema
-from rag_eval_pipeline.core.database.upgrade import alembic_config, head_revision, upgrade
+from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.upgrade import alembic_config, head_revision, upgrade
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url, run_admin
 
 pytestmark = [pytest.mark.postgres]

@@ -8,15 +8,15 @@ import time
 import pytest
 from sqlalchemy import create_engine, func, insert, pool, select, text
 
-from rag_eval_pipeline.core.database import schema
-from rag_eval_pipeline.core.database.connection import DatabaseError, open_results_database
-from rag_eval_pipeline.core.database.upgrade import head_revision, upgrade
+from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.connection import DatabaseError, open_results_database
+from rag_eval_pipeline.stores.database.upgrade import head_revision, upgrade
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, run_admin, sample_row
 
 pytestmark = [pytest.mark.postgres]
 
 TABLE = schema.metric_scores
-UPGRADE = "import sys; from rag_eval_pipeline.core.database.upgrade import upgrade; print(upgrade(sys.argv[1]))"
+UPGRADE = "import sys; from rag_eval_pipeline.stores.database.upgrade import upgrade; print(upgrade(sys.argv[1]))"
 
 
 def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(private_server):

@@ -16,12 +16,12 @@ import pytest
 from dagster import instance_for_test, materialize
 
 from rag_eval_pipeline.automation import inbox
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
 from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_documents, read_inside
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.resources.documents import DocumentsResource
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.pipeline import from_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,9 +4,9 @@ import pytest
 from dagster import AssetKey, materialize
 
 from rag_eval_pipeline.automation.jobs import SYNTHESIS_ASSETS
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.resources import JudgeResource
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.items import QUESTION_TYPES, REFUSAL
 
 pytestmark = [pytest.mark.llm, pytest.mark.dagster]

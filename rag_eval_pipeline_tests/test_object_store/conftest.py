@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
 
 
 @pytest.fixture

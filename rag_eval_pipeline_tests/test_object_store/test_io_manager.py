@@ -19,9 +19,9 @@ from dagster import (
     materialize,
 )
 
-from rag_eval_pipeline.core.object_store import MissingTableError, ObjectStore, ObjectStoreError
 from rag_eval_pipeline.partitions import register_partition, tenant_version_partitions
 from rag_eval_pipeline.resources.object_store import ObjectStoreIOManager, ObjectStoreUPathIOManager
+from rag_eval_pipeline.stores.object_store import MissingTableError, ObjectStore, ObjectStoreError
 from rag_eval_pipeline_tests.support.object_store import _free_ports
 
 pytestmark = pytest.mark.object_store

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from rag_eval_pipeline.core.names import PartitionNameError
-from rag_eval_pipeline.core.object_store import (
+from rag_eval_pipeline.stores.object_store import (
     MissingTableError,
     ObjectStore,
     ObjectStoreConfig,
@@ -261,7 +261,7 @@ class PausingProxy:
 WRITER = """
 import json, os, sys
 import pandas as pd
-from rag_eval_pipeline.core.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
 config = ObjectStoreConfig(**json.loads(sys.argv[1]))
 frame = pd.DataFrame({"blob": [os.urandom(1 << 20) for _ in range(16)]})  # ~16 MiB, incompressible
 ObjectStore(config).write("acme", "v1", "raw_documents", frame)
@@ -320,7 +320,7 @@ def test_a_store_used_before_a_fork_works_in_the_child(store):
 
 
 def test_shared_store_is_one_per_configuration(store_config):
-    from rag_eval_pipeline.core.object_store import shared_object_store
+    from rag_eval_pipeline.stores.object_store import shared_object_store
 
     assert shared_object_store(store_config) is shared_object_store(_config(store_config))
     assert shared_object_store(store_config) is not shared_object_store(_config(store_config, base_url="s3://other/x"))

@@ -8,10 +8,11 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
-from rag_eval_pipeline.core.database.connection import open_results_database
-from rag_eval_pipeline.core.database.results import DatabaseStore
-from rag_eval_pipeline.reporting.baselines import EXPLICIT, FIRST_RUN, BaselineChanged, UnknownBaseline, passed_on
-from rag_eval_pipeline.reporting.database_baselines import DatabaseBaselineStore
+from rag_eval_pipeline.reporting.baselines import EXPLICIT, FIRST_RUN, passed_on
+from rag_eval_pipeline.stores.database.baselines import DatabaseBaselineStore
+from rag_eval_pipeline.stores.database.connection import open_results_database
+from rag_eval_pipeline.stores.database.results import DatabaseStore
+from rag_eval_pipeline.stores.protocols import BaselineChanged, UnknownBaseline
 from rag_eval_pipeline_tests.test_reporting.test_baselines import _outputs, _scores
 
 pytestmark = [pytest.mark.postgres]

@@ -5,10 +5,10 @@ import pytest
 from dagster import instance_for_test
 
 from rag_eval_pipeline.cli.launch import launch
-from rag_eval_pipeline.core.database.upgrade import upgrade
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline.stores.database.upgrade import upgrade
 from rag_eval_pipeline.synthesis.versions import read_manifest
 from rag_eval_pipeline_tests.support.object_store import start_seaweed_s3
 from rag_eval_pipeline_tests.support.postgres import APP_ROLE, PrivateServer

@@ -9,12 +9,12 @@ from dagster import instance_for_test
 
 from rag_eval_pipeline.cli import main
 from rag_eval_pipeline.cli.launch import launch
-from rag_eval_pipeline.core.object_store import ObjectStoreConfig, shared_object_store
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.object_store import ObjectStoreConfig, shared_object_store
 from rag_eval_pipeline_tests.tenant_fixtures import DEMO_DOCS, lay_out_acme
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres]

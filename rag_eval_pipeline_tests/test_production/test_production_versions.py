@@ -13,11 +13,11 @@ from dagster import instance_for_test, materialize
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.cli.launch import launch
-from rag_eval_pipeline.core.version_tables import VersionTables, lineage_of, snapshot_problems, table_digest
-from rag_eval_pipeline.core.warehouse import SYNTHESIS_TABLES
 from rag_eval_pipeline.definitions import ALL_ASSETS, production_resources
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.resources.production import ProductionIOManager
+from rag_eval_pipeline.stores.layout import SYNTHESIS_TABLES
+from rag_eval_pipeline.stores.version_tables import VersionTables, lineage_of, snapshot_problems, table_digest
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 from rag_eval_pipeline.synthesis.versions import read_manifest
 from rag_eval_pipeline_tests.tenant_fixtures import ACME_DOCS, DEMO_DOCS
@@ -140,8 +140,8 @@ def test_two_runs_that_read_different_documents_publish_no_mixture(production):
 # Asks for a version's lock from another process, waiting 1 s: prints "held" or "free".
 PROBE = """
 import sys
-from rag_eval_pipeline.core.database import results
-from rag_eval_pipeline.core.database.connection import open_results_database
+from rag_eval_pipeline.stores.database import results
+from rag_eval_pipeline.stores.database.connection import open_results_database
 results.VERSION_LOCK_TIMEOUT_S = 1
 store = results.DatabaseStore(open_results_database(sys.argv[1]))
 try:

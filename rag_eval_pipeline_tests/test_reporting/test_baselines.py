@@ -7,18 +7,11 @@ from concurrent.futures import ProcessPoolExecutor
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.warehouse import Warehouse
-from rag_eval_pipeline.reporting.baselines import (
-    EXPLICIT,
-    FIRST_RUN,
-    BaselineChanged,
-    BaselineStore,
-    PromotionPolicy,
-    UnknownBaseline,
-    passed_on,
-    promotion_reason,
-)
+from rag_eval_pipeline.reporting.baselines import EXPLICIT, FIRST_RUN, PromotionPolicy, passed_on, promotion_reason
 from rag_eval_pipeline.reporting.compare import BLOCK, NO_BASELINE, NOTHING_SCORED, PASS, UNMEASURED
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
+from rag_eval_pipeline.stores.protocols import BaselineChanged, UnknownBaseline
 
 
 def _scores(commit: str, score: float) -> pd.DataFrame:
@@ -30,8 +23,8 @@ def _outputs(commit: str) -> pd.DataFrame:
 
 
 @pytest.fixture
-def store(tmp_path) -> BaselineStore:
-    return BaselineStore(Warehouse(tmp_path))
+def store(tmp_path) -> LocalBaselineStore:
+    return LocalBaselineStore(Warehouse(tmp_path))
 
 
 def test_archived_scores_come_back_by_commit(store):
@@ -158,7 +151,7 @@ def test_a_promotion_checks_the_baseline_it_was_compared_with(store):
 
 def _read_then_promote(root: str, commit: str) -> str:
     """What a gate does: read the current baseline, compare (slowly), promote if it is still current."""
-    store = BaselineStore(Warehouse(root))
+    store = LocalBaselineStore(Warehouse(root))
     with store.locked("acme"):
         current = store.current("acme", "v1")
         time.sleep(0.05)  # the comparison: long enough for an unserialized neighbour to slip in

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.reporting.compare import analyse, compare
 from rag_eval_pipeline.reporting.report import HTML_FILE, MARKDOWN_FILE, Audit, Outcome, build_report, judges_of
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline_tests.test_reporting.test_analysis import GOLDEN, frame
 
 SCRIPT = "<script>alert('x')</script>"

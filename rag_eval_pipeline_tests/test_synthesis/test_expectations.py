@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from dagster import AssetOut, Output, asset, materialize, multi_asset
 
-from rag_eval_pipeline.core.warehouse import Warehouse
 from rag_eval_pipeline.partitions import register_partition, tenant_version_partitions
 from rag_eval_pipeline.resources.warehouse import WarehouseIOManager, WarehouseResource
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.checks import PLAN_TABLE, expected_types, golden_set_expectations
 from rag_eval_pipeline.synthesis.expectations import (
     GOLD_CHUNKS,

@@ -501,7 +501,7 @@ def test_the_offline_verifier(verify):
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
     """A warehouse with a published v1 of tenant acme, and a Dagster home, both temporary."""
-    from rag_eval_pipeline.core.warehouse import Warehouse
+    from rag_eval_pipeline.stores.local import Warehouse
 
     monkeypatch.setenv("RAG_EVAL_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))

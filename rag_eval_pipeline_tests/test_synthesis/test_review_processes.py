@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, Warehouse
+from rag_eval_pipeline.stores.layout import MANIFEST_FILE
+from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS, REJECTED_COLUMNS
 from rag_eval_pipeline.synthesis.review import review_sheet, write_sheet
 from rag_eval_pipeline.synthesis.versions import Manifest, content_hash, latest_version, read_manifest

@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.version_tables import Lineage, VersionTables, stamped, table_digest
-from rag_eval_pipeline.core.warehouse import VERSION_LOCK_FILE, Warehouse
+from rag_eval_pipeline.stores.layout import VERSION_LOCK_FILE
+from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.version_tables import Lineage, VersionTables, stamped, table_digest
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
     MULTI_CONTEXT,

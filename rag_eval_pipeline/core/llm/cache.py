@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from rag_eval_pipeline.core.cache_store import open_cache
+from rag_eval_pipeline.stores.cache import open_cache
 
 # Files written before the shared store kept one column per field in a table `calls`.
 _EARLIER_LAYOUT = (

@@ -20,7 +20,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, pool, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from rag_eval_pipeline.core.database.connection import (
+from rag_eval_pipeline.stores.database.connection import (
     ADMIN_URL_VARIABLE,
     DatabaseError,
     build_engine,
@@ -29,7 +29,7 @@ from rag_eval_pipeline.core.database.connection import (
     server_message,
     shown,
 )
-from rag_eval_pipeline.core.database.schema import SCHEMA, metadata
+from rag_eval_pipeline.stores.database.schema import SCHEMA, metadata
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"  # in schema rag_eval, beside the tables it versions

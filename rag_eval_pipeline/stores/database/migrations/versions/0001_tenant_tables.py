@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-from rag_eval_pipeline.core.database.migrations.security import (
+from rag_eval_pipeline.stores.database.migrations.security import (
     SCHEMA,
     ensure_roles,
     ensure_schema,

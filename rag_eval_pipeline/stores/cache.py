@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from rag_eval_pipeline.core.redis_cache import CacheUnavailable, RedisCache, redacted
-from rag_eval_pipeline.core.sqlite_cache import SqliteCache
+from rag_eval_pipeline.stores.redis_cache import CacheUnavailable, RedisCache, redacted
+from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 
 __all__ = ["CacheStore", "CacheUnavailable", "open_cache", "is_url"]
 

@@ -17,8 +17,8 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, ProgrammingError
 
-from rag_eval_pipeline.core.database.schema import APP_ROLE, SCHEMA, TENANT_SETTING
 from rag_eval_pipeline.core.names import validate_name
+from rag_eval_pipeline.stores.database.schema import APP_ROLE, SCHEMA, TENANT_SETTING
 
 DATABASE_URL_VARIABLE = "RAG_EVAL_DATABASE_URL"  # the app role's URL, what the pipeline connects with
 ADMIN_URL_VARIABLE = "RAG_EVAL_DATABASE_ADMIN_URL"  # a superuser's URL, used only by `rag-eval db upgrade`
@@ -147,7 +147,7 @@ class ResultsDatabase:
             raise connection_problem(error, self.url, DATABASE_URL_VARIABLE) from error
 
     def _check(self) -> None:
-        from rag_eval_pipeline.core.database.upgrade import head_revision
+        from rag_eval_pipeline.stores.database.upgrade import head_revision
 
         with self._connect() as connection, connection.begin() as transaction:
             connection.execute(text("set transaction read only"))

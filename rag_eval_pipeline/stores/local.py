@@ -1,4 +1,4 @@
-"""Parquet tables on disk, one folder per (tenant, dataset_version).
+"""The local store: Parquet tables on disk, one folder per (tenant, dataset_version).
 
 The synthesis tables of a partition live in its folder. The audit tables (a candidate's outputs, its
 scores and its report) live in a folder of their own per audited commit and run,
@@ -10,66 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path, PurePath
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import pandas as pd
 from filelock import FileLock, Timeout
 
 from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text, create_text_once
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
-
-AUDIT_TABLES = ("candidate_outputs", "metric_scores", "regression_report")
-# The tables a golden set is built from, and the golden set: what a published version is made of.
-SYNTHESIS_TABLES = (
-    "raw_documents",
-    "rejected_documents",
-    "document_chunks",
-    "chunk_clusters",
-    "synthetic_qa",
-    "generation_failures",
-    "generation_plan",
-    "golden_set",
-    "rejected_qa",
-    "synthesis_plan",
+from rag_eval_pipeline.stores.layout import (
+    AUDITS_FOLDER,
+    COMMIT_PREFIX,
+    MANIFEST_FILE,
+    REPORT_FILES,
+    RUN_PREFIX,
+    VERSION_LOCK_FILE,
+    VERSION_LOCK_TIMEOUT_S,
+    StoredReport,
+    commit_of_folder,
 )
-AUDITS_FOLDER = "audits"
-COMMIT_PREFIX, RUN_PREFIX = "commit=", "run="  # the prefixes keep '.' or '..' commits from naming a parent
-
-
-MANIFEST_FILE = "golden_set.manifest.json"  # written last: it makes a golden-set version visible
-VERSION_LOCK_FILE = ".version.lock"  # held by every write of a version's table and by its publication
-VERSION_LOCK_TIMEOUT_S = 300.0  # one table write, or one publication, holds it: seconds, not minutes
-REPORT_FILES = {"markdown": "regression_report.md", "html": "regression_report.html"}
-# Output metadata of an asset that stored its table itself (see regression_report): the IO manager skips it.
-STORED_BY_ASSET = "stored_by_asset"
-
-
-@dataclass(frozen=True)
-class StoredReport:
-    """A rendered regression report as a store keeps it."""
-
-    verdict: str
-    summary: dict
-    markdown: str
-    html: str
-
-
-def commit_of_folder(folder: Path) -> str:
-    return unquote(folder.name.removeprefix(COMMIT_PREFIX))
-
-
-def audited_commit(tagged: str | None, *frames: pd.DataFrame) -> str:
-    """The one commit these audit rows belong to; refuses rows of several commits, or of another than the run's."""
-    found = sorted({str(c) for frame in frames for c in frame["commit"].dropna()})
-    expected = [tagged] if tagged else found
-    if len(expected) != 1 or any(c != expected[0] for c in found):
-        raise ValueError(
-            f"the audit rows name the commits {found or 'none'} but the run audits {tagged or 'one commit'}: "
-            "refusing to publish a report that would not name the commit it scored"
-        )
-    return expected[0]
 
 
 class Warehouse:
@@ -177,6 +136,26 @@ class Warehouse:
         folder = self.audit_dir(tenant, dataset_version, commit, run_id)
         atomic_write_text(folder / REPORT_FILES["html"], report.html)
         atomic_write_text(folder / REPORT_FILES["markdown"], report.markdown)
+
+    def read_report(self, tenant: str, dataset_version: str, run_id: str) -> StoredReport | None:
+        """A run's rendered report (its Markdown and HTML files), whatever its commit; None when it wrote none."""
+        folder = self.find_audit_dir(tenant, dataset_version, run_id)
+        paths = {kind: folder / name for kind, name in REPORT_FILES.items()} if folder is not None else {}
+        if not paths or not paths["markdown"].is_file():
+            return None
+        html = paths["html"].read_text(encoding="utf-8") if paths["html"].is_file() else ""
+        return StoredReport("", {}, paths["markdown"].read_text(encoding="utf-8"), html)
+
+    def locations(self, tenant: str, dataset_version: str, run_id: str) -> list[str]:
+        """Where a run's tables are, for a person to find them: the version's folder and the run's audit folder."""
+        folder = self.partition_dir(tenant, dataset_version)
+        lines = [f"tables for {tenant}/{dataset_version}: {folder}"]
+        lines += [f"  {path.name}" for path in sorted(folder.glob("*.parquet"))]
+        audit = self.find_audit_dir(tenant, dataset_version, run_id)
+        if audit is not None:
+            lines.append(f"audit of commit {commit_of_folder(audit.parent)} (run {run_id}): {audit}")
+            lines += [f"  {path.name}" for path in sorted(audit.glob("*.parquet"))]
+        return lines
 
     def read_audit_table(self, tenant: str, dataset_version: str, run_id: str, name: str) -> pd.DataFrame | None:
         """The table a run wrote, whatever its commit (run ids are unique); None when it wrote none."""

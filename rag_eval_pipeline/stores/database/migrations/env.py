@@ -6,7 +6,7 @@ package) finds no context and does nothing.
 
 from alembic import context
 
-from rag_eval_pipeline.core.database.upgrade import run_migrations
+from rag_eval_pipeline.stores.database.upgrade import run_migrations
 
 
 def _run_by_alembic() -> bool:

@@ -19,10 +19,11 @@ import json
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
 
 import numpy as np
 import pandas as pd
+
+from rag_eval_pipeline.stores.protocols import ResultsStore, TableStore
 
 LINEAGE_KEY = "rag_eval_lineage"  # the pandas attrs key; pandas keeps attrs in the Parquet metadata
 # Derived scores (cluster membership, information, centrality, quality) are rounded to 4 or 2 decimals.
@@ -30,20 +31,6 @@ LINEAGE_KEY = "rag_eval_lineage"  # the pandas attrs key; pandas keeps attrs in 
 # of its last decimal: 1e-4. Scores closer than 1e-3 are the same table; a real change of the documents
 # changes ids, texts and hashes, which are compared exactly.
 FLOAT_TOLERANCE = 1e-3
-
-
-class TableStore(Protocol):
-    def read(self, tenant: str, version: str, name: str) -> pd.DataFrame: ...
-
-
-class ResultsStore(TableStore, Protocol):
-    """The store that keeps the manifest (read_text) and the version's lock."""
-
-    def read_text(self, tenant: str, version: str, filename: str) -> str | None: ...
-
-    def text_location(self, tenant: str, version: str, filename: str) -> str: ...
-
-    def version_lock(self, tenant: str, version: str) -> AbstractContextManager: ...
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError
 
-from rag_eval_pipeline.core.database import schema
-from rag_eval_pipeline.core.database.connection import ResultsDatabase
 from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
-from rag_eval_pipeline.core.warehouse import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
+from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.connection import ResultsDatabase
+from rag_eval_pipeline.stores.layout import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
 _LOCAL = threading.local()  # the version locks this thread holds
@@ -197,6 +197,10 @@ class DatabaseStore:
                 )
             ).one_or_none()
         return None if row is None else StoredReport(*row)
+
+    def locations(self, tenant: str, version: str, run_id: str) -> list[str]:
+        """Where a run's results are, for a person to find them: rows, not files."""
+        return [f"results for {tenant}/{version} (run {run_id}): {self.root}, schema rag_eval, tenant {tenant}"]
 
     # --- internals ---
 

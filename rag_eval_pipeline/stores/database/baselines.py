@@ -1,4 +1,4 @@
-"""Baselines in the results database (production mode), with the interface of the file-based BaselineStore.
+"""Baselines in the results database (production mode), behind stores.protocols.BaselineStore, as the local ones.
 
 Promotions of a tenant are serialized by a Postgres advisory lock (across processes and machines) and
 checked against the baseline the promoter saw (compare-and-set), as in reporting/baselines.py.
@@ -15,10 +15,10 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError
 
-from rag_eval_pipeline.core.database import schema
-from rag_eval_pipeline.core.database.results import DatabaseStore
 from rag_eval_pipeline.core.names import validate_commit, validate_run_id
-from rag_eval_pipeline.reporting.baselines import _UNSET, LOCK_TIMEOUT_S, BaselineChanged, Promotion, UnknownBaseline
+from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.results import DatabaseStore
+from rag_eval_pipeline.stores.protocols import LOCK_TIMEOUT_S, UNSET, BaselineChanged, Promotion, UnknownBaseline
 
 
 class DatabaseBaselineStore:
@@ -134,14 +134,14 @@ class DatabaseBaselineStore:
         reason: str,
         branch: str = "",
         run_id: str = "",
-        expected_current=_UNSET,
+        expected_current=UNSET,
     ) -> Promotion:
         with self.locked(tenant):  # the gate holds it already; an explicit promotion takes it here
             self.audited(tenant, version, commit)  # refuses a commit with nothing to compare against
             run_id = run_id or self._audit_run(tenant, version, commit) or ""
             table = schema.baseline_history
             with self.db.tenant(tenant) as connection:
-                if expected_current is not _UNSET:
+                if expected_current is not UNSET:
                     now = _current_commit(connection, version)
                     if now != expected_current:
                         raise BaselineChanged(

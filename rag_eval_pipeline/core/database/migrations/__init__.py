@@ -1,1 +1,0 @@
-"""Alembic migrations of the results database, run by `rag_eval_pipeline.core.database.upgrade`."""

@@ -1,0 +1,114 @@
+"""The one storage seam: what every results store and every baseline store offers, whatever keeps it.
+
+The local warehouse (stores/local.py, stores/local_baselines.py) and the results database
+(stores/database/) implement these; `open_stores` (stores/__init__.py) decides which one a process
+uses. Callers type against the protocols, never against a class, and never ask which one they hold.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Protocol
+
+import pandas as pd
+
+from rag_eval_pipeline.stores.layout import StoredReport
+
+LOCK_TIMEOUT_S = 120.0  # the longest wait for a tenant's promotion lock
+UNSET = object()  # "not given", where None is a meaningful value (no baseline yet)
+
+
+class UnknownBaseline(ValueError):
+    """A baseline commit that was never audited on this golden-set version."""
+
+
+class BaselineChanged(RuntimeError):
+    """Another run promoted a baseline between reading it and promoting (compare-and-set failed)."""
+
+
+@dataclass(frozen=True)
+class Promotion:
+    tenant: str
+    version: str
+    commit: str
+    reason: str
+    branch: str
+    promoted_at: str  # ISO 8601, UTC
+    run_id: str
+
+
+class TableStore(Protocol):
+    """Where a version's tables are read from (the results store, or the object store for the large ones)."""
+
+    def read(self, tenant: str, version: str, name: str) -> pd.DataFrame: ...
+
+
+class ResultsStore(TableStore, Protocol):
+    """A tenant's results: the golden sets and their manifests, the audit tables of each run, the reports."""
+
+    def write(self, tenant: str, version: str, name: str, frame: pd.DataFrame) -> object: ...
+
+    def exists(self, tenant: str, version: str, name: str) -> bool: ...
+
+    def where(self, tenant: str, version: str, name: str) -> str: ...
+
+    def read_text(self, tenant: str, version: str, filename: str) -> str | None: ...
+
+    def write_text(self, tenant: str, version: str, filename: str, text: str) -> object: ...
+
+    def text_location(self, tenant: str, version: str, filename: str) -> str: ...
+
+    def manifest_texts(self, tenant: str) -> dict[str, str]: ...
+
+    def version_lock(self, tenant: str, version: str) -> AbstractContextManager[None]: ...
+
+    def write_audit_table(
+        self, tenant: str, version: str, commit: str, run_id: str, name: str, frame: pd.DataFrame
+    ) -> object: ...
+
+    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str) -> pd.DataFrame | None: ...
+
+    def report_location(self, tenant: str, version: str, commit: str, run_id: str) -> PurePath: ...
+
+    def write_report(
+        self, tenant: str, version: str, commit: str, run_id: str, report: StoredReport, parameters: dict
+    ) -> None: ...
+
+    def read_report(self, tenant: str, version: str, run_id: str) -> StoredReport | None: ...
+
+    def locations(self, tenant: str, version: str, run_id: str) -> list[str]: ...
+
+
+class BaselineStore(Protocol):
+    """A tenant's audited candidates and its history of promotions."""
+
+    def archive(
+        self, tenant: str, version: str, commit: str, scores: pd.DataFrame, outputs: pd.DataFrame, run_id: str = ...
+    ) -> object: ...
+
+    def mark_complete(self, tenant: str, version: str, commit: str, run_id: str) -> object: ...
+
+    def audited_commits(self, tenant: str, version: str) -> list[str]: ...
+
+    def audited(
+        self, tenant: str, version: str, commit: str, run_id: str = ""
+    ) -> tuple[pd.DataFrame, pd.DataFrame]: ...
+
+    def locked(self, tenant: str) -> AbstractContextManager[None]: ...
+
+    def promote(
+        self,
+        tenant: str,
+        version: str,
+        commit: str,
+        reason: str,
+        branch: str = "",
+        run_id: str = "",
+        expected_current: object = UNSET,
+    ) -> Promotion: ...
+
+    def history(self, tenant: str, version: str | None = None) -> list[Promotion]: ...
+
+    def current(self, tenant: str, version: str) -> Promotion | None: ...
