@@ -29,7 +29,7 @@ from rag_eval_pipeline.synthesis import definitions as synthesis
 # In lineage order: documents, golden set, audit, report. The modules, not their `defs`: the code
 # location must hold a single Definitions object at module scope.
 DOMAINS = [ingest.defs, synthesis.defs, evaluation.defs, reporting.defs]
-ALL_ASSETS = [asset for domain in DOMAINS for asset in domain.assets]
+ALL_ASSETS = [asset for domain in DOMAINS for asset in domain.assets or ()]
 
 
 def local_resources(documents_root: Path, warehouse_root: Path) -> dict:

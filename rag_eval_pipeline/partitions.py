@@ -24,8 +24,10 @@ from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 TENANT_DIM = "tenant"
 VERSION_DIM = "dataset_version"
 
-tenant_partitions = DynamicPartitionsDefinition(name="tenant")
-dataset_version_partitions = DynamicPartitionsDefinition(name="dataset_version")
+# The dimensions' names, as the instance files their dynamic partitions (a definition's .name may be None).
+TENANTS, DATASET_VERSIONS = "tenant", "dataset_version"
+tenant_partitions = DynamicPartitionsDefinition(name=TENANTS)
+dataset_version_partitions = DynamicPartitionsDefinition(name=DATASET_VERSIONS)
 
 tenant_version_partitions = MultiPartitionsDefinition(
     {TENANT_DIM: tenant_partitions, VERSION_DIM: dataset_version_partitions}
@@ -63,21 +65,18 @@ def partition_key(tenant: str, dataset_version: str) -> MultiPartitionKey:
 def register_partition(instance: DagsterInstance, tenant: str, dataset_version: str) -> MultiPartitionKey:
     """Validate both names and add them to the instance's dynamic partitions (idempotent)."""
     key = partition_key(tenant, dataset_version)
-    for definition, name in ((tenant_partitions, tenant), (dataset_version_partitions, dataset_version)):
-        if not instance.has_dynamic_partition(definition.name, name):
-            instance.add_dynamic_partitions(definition.name, [name])
+    for dimension, name in ((TENANTS, tenant), (DATASET_VERSIONS, dataset_version)):
+        if not instance.has_dynamic_partition(dimension, name):
+            instance.add_dynamic_partitions(dimension, [name])
     return key
 
 
 def require_registered(instance: DagsterInstance, tenant: str, dataset_version: str) -> MultiPartitionKey:
     """The key for a registered (tenant, version), or a clear error naming what is registered."""
     key = partition_key(tenant, dataset_version)
-    for kind, definition, name in (
-        ("tenant", tenant_partitions, tenant),
-        ("dataset version", dataset_version_partitions, dataset_version),
-    ):
-        if not instance.has_dynamic_partition(definition.name, name):
-            known = ", ".join(sorted(instance.get_dynamic_partitions(definition.name))) or "none"
+    for kind, dimension, name in (("tenant", TENANTS, tenant), ("dataset version", DATASET_VERSIONS, dataset_version)):
+        if not instance.has_dynamic_partition(dimension, name):
+            known = ", ".join(sorted(instance.get_dynamic_partitions(dimension))) or "none"
             raise PartitionNameError(
                 f"unknown {kind} {name!r} (registered: {known}); register it first with "
                 f"`rag-eval register --tenant {tenant} --version {dataset_version}`"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
@@ -221,13 +222,15 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
     try:
-        return Settings(
-            **locations,
-            judge=JudgeSettings(**judge),
-            candidate_modules=modules,
-            followed_branch=FollowedBranch(**branch) if "repo" in branch else None,
-            production=ProductionSettings(**production),
-            **runs,
+        return Settings.model_validate(
+            {
+                **locations,
+                "judge": judge,
+                "candidate_modules": modules,
+                "followed_branch": branch if "repo" in branch else None,
+                "production": production,
+                **runs,
+            }
         )
     except ValidationError as error:
         raise SettingsError("; ".join(_problem(problem) for problem in error.errors())) from None
@@ -237,10 +240,10 @@ def _value(environ: Mapping[str, str], variable: str) -> str:
     return environ.get(variable, "").strip()
 
 
-def _problem(problem: dict) -> str:
+def _problem(problem: ErrorDetails) -> str:
     """One pydantic error as '<VARIABLE> must be ..., got <value>' (a rule across variables: its message)."""
     if problem["type"] == "value_error":
-        return str(problem["ctx"]["error"])  # names its variables; the values may hold passwords
+        return str(problem.get("ctx", {}).get("error"))  # names its variables; the values may hold passwords
     field = str(problem["loc"][-1])
     variable = (
         JUDGE_VARIABLES.get(field)

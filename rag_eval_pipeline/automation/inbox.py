@@ -221,7 +221,7 @@ class CandidateManifest(BaseModel):
     @field_validator("tenant")
     @classmethod
     def _known_tenant(cls, tenant: str, info: ValidationInfo) -> str:
-        known = info.context["known_tenants"]
+        known = (info.context or {}).get("known_tenants", set())
         if validate_name("tenant", tenant) not in known:
             raise ValueError(f"unknown tenant {tenant!r} (known: {', '.join(sorted(known)) or 'none'})")
         return tenant
@@ -245,7 +245,7 @@ class CandidateManifest(BaseModel):
         audit run imports it: code only in the packages RAG_EVAL_CANDIDATE_MODULES allows."""
         if self.entry is not None:
             return CandidateSpec.entry(self.entry).require_allowed()
-        return CandidateSpec.outputs_beside(folder, self.outputs)
+        return CandidateSpec.outputs_beside(folder, str(self.outputs))  # one of the two is set (_one_source)
 
 
 def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
@@ -279,8 +279,9 @@ def _problems(error: ValidationError) -> str:
     for problem in error.errors():
         if problem["type"] == "missing":
             continue
-        if "error" in problem.get("ctx", {}):
-            said.append(str(problem["ctx"]["error"]))
+        context = problem.get("ctx", {})
+        if "error" in context:
+            said.append(str(context["error"]))
         else:
             said.append(
                 f"invalid {problem['loc'][0]} {problem['input']!r}: {problem['msg'][0].lower()}{problem['msg'][1:]}"

@@ -18,6 +18,7 @@ from datetime import timezone
 
 from dagster import (
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunsFilter,
@@ -158,6 +159,13 @@ class Ending:
     message: str  # what happened, in words that match the status
 
 
+def _run(instance: DagsterInstance, run_id: str) -> DagsterRun:
+    run = instance.get_run_by_id(run_id)
+    if run is None:  # runs are never deleted here; a wrong id is the caller's
+        raise ValueError(f"no run {run_id} in this Dagster instance")
+    return run
+
+
 def stop_run(
     instance: DagsterInstance,
     run_id: str,
@@ -169,9 +177,7 @@ def stop_run(
 ) -> Ending:
     """Ask the run coordinator to cancel the run, then wait up to grace_s for it to end. A run whose process
     is gone meanwhile is marked failed; with force, so is a run still in progress when grace_s is over."""
-    run = instance.get_run_by_id(run_id)
-    if run is None:
-        raise ValueError(f"no run {run_id} in this Dagster instance")
+    run = _run(instance, run_id)
     if run.status in FINISHED_STATUSES:
         return Ending(run.status, f"it had already ended ({run.status.value.lower()})")
     was_queued = run.status == DagsterRunStatus.QUEUED
@@ -179,12 +185,12 @@ def stop_run(
         instance.run_coordinator.cancel_run(run_id)  # from the queue; or its launcher is asked to stop it
     except Exception as error:  # e.g. a launcher that cannot reach its workers: the run's records still decide
         instance.report_engine_event(f"Cancel request by {by} failed: {type(error).__name__}: {error}", run)
-    run = instance.get_run_by_id(run_id)
+    run = _run(instance, run_id)
     if run.status in (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):  # not every launcher says so itself
         instance.report_run_canceling(run, message=f"Cancel requested by {by}.")
     deadline = time.monotonic() + grace_s
     while True:
-        run = instance.get_run_by_id(run_id)
+        run = _run(instance, run_id)
         if run.status in FINISHED_STATUSES:
             return Ending(run.status, _ended(run.status, was_queued))
         (current,) = examine(instance, run_ids=[run_id], here=here, stale_after_s=stale_after_s) or [None]

@@ -26,7 +26,7 @@ from rag_eval_pipeline.automation.queues import run_tags
 from rag_eval_pipeline.automation.run_config import lineage_run_config
 from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
-from rag_eval_pipeline.partitions import dataset_version_partitions, partition_key, tenant_partitions
+from rag_eval_pipeline.partitions import DATASET_VERSIONS, TENANTS, partition_key
 from rag_eval_pipeline.reporting.assets import ReportSettings
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import latest_version
@@ -88,15 +88,13 @@ def build_new_documents_sensor(
         reasons = [f"skipped {name!r}: {why}" for name, why in scan.skipped.items() if why != "hidden"]
         new_tenants, new_versions, run_requests = [], [], []
         for tenant, listing in scan.tenants.items():
-            if tenant not in tenants_state and not context.instance.has_dynamic_partition(
-                tenant_partitions.name, tenant
-            ):
+            if tenant not in tenants_state and not context.instance.has_dynamic_partition(TENANTS, tenant):
                 new_tenants.append(tenant)
             decision = inbox.decide_tenant(
                 root / tenant, listing, tenants_state.get(tenant), inbox.read_fingerprints(warehouse, tenant), clock()
             )
             tenants_state[tenant] = decision.state
-            if decision.action != "new_version":
+            if decision.action != "new_version" or decision.version is None or decision.fingerprint is None:
                 reasons.append(f"{tenant}: {decision.reason}")
                 continue
             # Recorded now, so the nightly schedule sees this version's documents as already handled.
@@ -110,8 +108,8 @@ def build_new_documents_sensor(
                 )
             )
         partitions_requests = [
-            AddDynamicPartitionsRequest(definition.name, keys)
-            for definition, keys in ((tenant_partitions, new_tenants), (dataset_version_partitions, new_versions))
+            AddDynamicPartitionsRequest(dimension, keys)
+            for dimension, keys in ((TENANTS, new_tenants), (DATASET_VERSIONS, new_versions))
             if keys
         ]
         cursor["tenants"] = tenants_state
@@ -171,8 +169,8 @@ def build_candidate_commit_sensor(
         )
         followed = branch if branch is not None else branch_settings()
         cursor = _load_cursor(context.cursor)
-        known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-        registered = set(context.instance.get_dynamic_partitions(dataset_version_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(TENANTS))
+        registered = set(context.instance.get_dynamic_partitions(DATASET_VERSIONS))
 
         store = WarehouseResource(root=str(warehouse), database_url=current.production.database_url).store()
 

@@ -14,7 +14,7 @@ from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review, 
 
 @click.group(
     name="rag-eval",
-    help=__doc__.split("\n\n")[0],
+    help=(__doc__ or "").split("\n\n")[0],
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -141,9 +141,14 @@ def synthesize(
     scorer, embedder = build_judge(judge)
     # The server settings are checked before the folder is read and embedded.
     llm_settings = judge.llm_settings() if generator == "llm" else None
-    make_generator = lambda chunks: pipeline.build_generator(
-        generator, chunks["text"].tolist(), lambda: llm_settings, judge.cache
-    )
+
+    def make_generator(chunks):
+        def settings():
+            assert llm_settings is not None  # asked for by the LLM generator only, which made them above
+            return llm_settings
+
+        return pipeline.build_generator(generator, chunks["text"].tolist(), settings, judge.cache)
+
     verification = VerificationSettings(round_trip_k=round_trip_k, drop_on_retrieval_miss=drop_on_retrieval_miss)
     with progress_logging():  # embedding a large folder takes minutes: show how far it got
         result = pipeline.from_folder(docs, make_generator, scorer, embedder, n, mix, verification)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, Definitions, Field, logger
-from dagster._utils.error import SerializableErrorInfo
+from dagster._utils.error import SerializableErrorInfo  # pyright: ignore[reportPrivateImportUsage]
 
 from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
 
@@ -119,6 +119,7 @@ def give_up(instance: DagsterInstance, run_id: str, stale_after_s: float, queue:
     from rag_eval_pipeline.automation.run_health import TENANT_TAG, stop_run
 
     run = instance.get_run_by_id(run_id)
+    assert run is not None  # it was just submitted: runs are never deleted here
     ending = stop_run(instance, run_id, stale_after_s, by="rag-eval (its wait timed out)", stale_after_s=stale_after_s)
     if run.status == DagsterRunStatus.QUEUED:
         hint = f"; are workers serving {queue}?"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 
-def write_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     """`write` fills a partial file beside `path`, which then replaces `path` in one rename.
 
     The partial file has a hidden name of this writer's own, so two concurrent writers never share

@@ -61,6 +61,8 @@ class CandidateProcess:
             encoding="utf-8",
             errors="replace",
         )
+        assert self.process.stdin is not None and self.process.stdout is not None  # both are pipes
+        self._to_child, self._from_child = self.process.stdin, self.process.stdout
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read_lines, daemon=True).start()
         try:
@@ -74,8 +76,8 @@ class CandidateProcess:
 
     def ask(self, question: str, timeout_s: float) -> _Reply:
         try:
-            self.process.stdin.write(json.dumps({"question": question}) + "\n")
-            self.process.stdin.flush()
+            self._to_child.write(json.dumps({"question": question}) + "\n")
+            self._to_child.flush()
         except OSError:
             raise _ChildEnded(self._how_it_ended()) from None
         reply = self._reply(timeout_s)
@@ -94,7 +96,7 @@ class CandidateProcess:
         return json.loads(line)
 
     def _read_lines(self) -> None:
-        for line in self.process.stdout:
+        for line in self._from_child:
             self._lines.put(line)
         self._lines.put(None)  # end of file: the child is gone
 
@@ -111,7 +113,7 @@ class CandidateProcess:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self._to_child, self._from_child):
             try:
                 stream.close()
             except OSError:

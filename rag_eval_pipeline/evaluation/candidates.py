@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, StrictStr, ValidationError
 
@@ -182,7 +182,7 @@ def load_entry_point(entry: CandidateSpec | str) -> Candidate:
             raise CandidateError(f"module {module_name!r} has no attribute {attribute!r}")
     if not callable(target):
         raise CandidateError(f"candidate {spec.value!r} is not callable")
-    return target
+    return cast(Candidate, target)  # its replies are checked one by one (validate_output)
 
 
 class _Context(BaseModel):

@@ -215,7 +215,7 @@ def results_frame(rows: list[InputRow], items, results, bad_rows: list[BadRow], 
     columns = ["id", *(name for metric in metrics for name in (metric, f"{metric}_status")), "error"]
     out_rows = []
     for row in rows:
-        out = {"id": row.row_id}
+        out: dict[str, object] = {"id": row.row_id}
         for metric in metrics:
             cell = cells.get((row.number, metric))  # none: the row could not be scored at all
             out[metric] = cell["score"] if cell else None

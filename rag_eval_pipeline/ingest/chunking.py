@@ -156,7 +156,8 @@ def table_rows(lines: list[str]) -> set[int]:
         after = filled[position + 1] if position + 1 < len(filled) else None
         starts_afresh = before is None or before != index - 1 or lines[before].rstrip()[-1:] in ".!?:"
         # A lone line that runs on into the next ("... to 3,400 (2010), / driven by ...") is prose.
-        runs_on = after == index + 1 and (lines[index].rstrip()[-1:] in ",;" or lines[after].strip()[:1].islower())
+        next_line = lines[index + 1] if after == index + 1 else None
+        runs_on = next_line is not None and (lines[index].rstrip()[-1:] in ",;" or next_line.strip()[:1].islower())
         if before in table_like or after in table_like or (starts_afresh and not runs_on):
             rows.add(index)
     return rows

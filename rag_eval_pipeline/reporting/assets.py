@@ -192,6 +192,7 @@ def _judge_against_baseline(
                 "like this candidate"
             )
         context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
+        assert baseline_outputs is not None  # read with the baseline's scores
         baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
     comparison = compare(run.scores, baseline, config.tolerances(), config.min_coverage)

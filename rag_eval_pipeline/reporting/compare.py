@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -102,7 +103,7 @@ def compare(
     min_coverage: the least share of a metric's applicable items that must be measured, on each side."""
     default, overrides = _split_tolerance(tolerance)
     rows = [
-        _metric_row(metric, group, baseline, overrides.get(metric, default), min_coverage)
+        _metric_row(str(metric), group, baseline, overrides.get(str(metric), default), min_coverage)
         for metric, group in candidate.groupby("metric", sort=False)
     ]
     # Nullable floats: a metric nobody could measure has <NA> and a note, never NaN.
@@ -128,7 +129,7 @@ class IncomparableScores(ValueError):
     """The baseline was scored differently (judge, k or metric set): its means say nothing about this candidate."""
 
 
-def scoring_identity(scores: pd.DataFrame) -> dict[str, object]:
+def scoring_identity(scores: pd.DataFrame) -> dict[str, Any]:
     """What makes two score tables comparable: the judge (with its prompt version), k and the metric set."""
 
     def distinct(column: str) -> str:
@@ -269,10 +270,10 @@ def _metric_row(
     paired = _pairs(scores, base_scores)
     row["baseline_coverage"] = theirs.share
     row["paired_items"] = int(len(paired))
-    if len(paired):
-        row["candidate_mean"] = _mean(paired["score"])
-        row["baseline_mean"] = _mean(paired["score_baseline"])
-        row["delta"] = round(row["candidate_mean"] - row["baseline_mean"], 4)
+    candidate_mean, baseline_mean = _mean(paired["score"]), _mean(paired["score_baseline"])
+    if candidate_mean is not None and baseline_mean is not None:  # some item was measured on both sides
+        row["candidate_mean"], row["baseline_mean"] = candidate_mean, baseline_mean
+        row["delta"] = round(candidate_mean - baseline_mean, 4)
         row["delta_ci_low"], row["delta_ci_high"] = bootstrap_interval(paired["score"] - paired["score_baseline"])
     row["verdict"], row["note"] = _verdict_against(ours, theirs, row["delta"], tolerance, min_coverage)
     return row
@@ -280,7 +281,7 @@ def _metric_row(
 
 def _verdict_alone(ours: Coverage, min_coverage: float) -> tuple[str, str]:
     """A metric of a candidate without a baseline: measured enough to become one, or not."""
-    if not ours.applicable:
+    if ours.share is None:  # no item the metric applies to
         return NOT_APPLICABLE_ROW, f"applies to none of the items: {ours.why(NOT_APPLICABLE)}"
     if ours.share < min_coverage:
         return UNMEASURED_ROW, _too_few("candidate", ours, min_coverage)
@@ -402,7 +403,8 @@ def breakdown_by_type(
     rows = []
     for (question_type, metric), group in scored.groupby(["question_type", "metric"], sort=True):
         candidate_mean, baseline_mean = _mean(group["score"]), _mean(group["score_baseline"])
-        delta = round(candidate_mean - baseline_mean, 4) if baseline_mean is not None else None
+        both = candidate_mean is not None and baseline_mean is not None
+        delta = round(candidate_mean - baseline_mean, 4) if both else None  # type: ignore[operator]
         rows.append([question_type, metric, candidate_mean, baseline_mean, delta, int(len(group))])
     return _float_frame(pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS))
 
@@ -486,7 +488,7 @@ def stage_summary(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> str
         return f"Neither stage regressed ({detail})."
     if net["retrieval"] == net["generation"]:
         return f"Retrieval and generation regressed alike ({detail})."
-    worst = max(net, key=net.get)
+    worst = max(net, key=lambda stage: net[stage])
     return f"{worst.capitalize()} regressed most ({detail})."
 
 

@@ -85,7 +85,10 @@ class JudgeResource(ConfigurableResource):
             timeout_s=judge.timeout_s,
             max_retries=judge.max_retries,
             concurrency=judge.concurrency,
-            **text,
+            base_url=text["base_url"],
+            model=text["model"],
+            api_key=text["api_key"],
+            cache_path=text["cache_path"],
         )
 
     def get(self) -> Judge:

@@ -42,7 +42,7 @@ class ObjectStoreUPathIOManager(UPathIOManager):
     def _locate(self, path: UPath) -> tuple[str, str, str]:
         """(tenant, version, table) of a path built by `get_path_for_partition`."""
         tenant, version, filename = path.parts[-3:]
-        return tenant, version, filename.removesuffix(self.extension)
+        return tenant, version, filename.removesuffix(self.extension or "")
 
     # -- reads and writes --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The local store: Parquet tables on disk, one folder per (tenant, dataset_version).
+"""The local store: Parquet tables on disk, one folder per (tenant, version).
 
 The synthesis tables of a partition live in its folder. The audit tables (a candidate's outputs, its
 scores and its report) live in a folder of their own per audited commit and run,
@@ -38,59 +38,58 @@ class Warehouse:
     def tenant_dir(self, tenant: str) -> Path:
         return self.root / validate_name("tenant", tenant)
 
-    def partition_dir(self, tenant: str, dataset_version: str) -> Path:
-        return self.tenant_dir(tenant) / validate_name("dataset version", dataset_version)
+    def partition_dir(self, tenant: str, version: str) -> Path:
+        return self.tenant_dir(tenant) / validate_name("dataset version", version)
 
-    def audits_dir(self, tenant: str, dataset_version: str) -> Path:
-        return self.partition_dir(tenant, dataset_version) / AUDITS_FOLDER
+    def audits_dir(self, tenant: str, version: str) -> Path:
+        return self.partition_dir(tenant, version) / AUDITS_FOLDER
 
-    def commit_dir(self, tenant: str, dataset_version: str, commit: str) -> Path:
-        return self.audits_dir(tenant, dataset_version) / (COMMIT_PREFIX + quote(validate_commit(commit), safe=""))
+    def commit_dir(self, tenant: str, version: str, commit: str) -> Path:
+        return self.audits_dir(tenant, version) / (COMMIT_PREFIX + quote(validate_commit(commit), safe=""))
 
-    def audit_dir(self, tenant: str, dataset_version: str, commit: str, run_id: str) -> Path:
+    def audit_dir(self, tenant: str, version: str, commit: str, run_id: str) -> Path:
         """The folder of one audit: one commit, one run."""
-        return self.commit_dir(tenant, dataset_version, commit) / (RUN_PREFIX + validate_run_id(run_id))
+        return self.commit_dir(tenant, version, commit) / (RUN_PREFIX + validate_run_id(run_id))
 
-    def find_audit_dir(self, tenant: str, dataset_version: str, run_id: str) -> Path | None:
+    def find_audit_dir(self, tenant: str, version: str, run_id: str) -> Path | None:
         """The audit folder a run wrote, whatever its commit (run ids are unique)."""
         pattern = f"{COMMIT_PREFIX}*/{RUN_PREFIX}{validate_run_id(run_id)}"
-        found = sorted(self.audits_dir(tenant, dataset_version).glob(pattern))
+        found = sorted(self.audits_dir(tenant, version).glob(pattern))
         return found[0] if found else None
 
-    def table_path(self, tenant: str, dataset_version: str, name: str) -> Path:
-        return self.partition_dir(tenant, dataset_version) / f"{name}.parquet"
+    def table_path(self, tenant: str, version: str, name: str) -> Path:
+        return self.partition_dir(tenant, version) / f"{name}.parquet"
 
-    def write(self, tenant: str, dataset_version: str, name: str, frame: pd.DataFrame) -> Path:
-        return atomic_write_parquet(self.table_path(tenant, dataset_version, name), frame)
+    def write(self, tenant: str, version: str, name: str, frame: pd.DataFrame) -> Path:
+        return atomic_write_parquet(self.table_path(tenant, version, name), frame)
 
-    def read(self, tenant: str, dataset_version: str, name: str) -> pd.DataFrame:
-        path = self.table_path(tenant, dataset_version, name)
+    def read(self, tenant: str, version: str, name: str) -> pd.DataFrame:
+        path = self.table_path(tenant, version, name)
         if not path.is_file():
             raise FileNotFoundError(
-                f"no {name!r} table for tenant {tenant!r}, dataset version {dataset_version!r} at {path}: "
-                "materialize it first"
+                f"no {name!r} table for tenant {tenant!r}, dataset version {version!r} at {path}: materialize it first"
             )
         return pd.read_parquet(path)
 
-    def exists(self, tenant: str, dataset_version: str, name: str) -> bool:
-        return self.table_path(tenant, dataset_version, name).is_file()
+    def exists(self, tenant: str, version: str, name: str) -> bool:
+        return self.table_path(tenant, version, name).is_file()
 
-    def where(self, tenant: str, dataset_version: str, name: str) -> str:
-        return str(self.table_path(tenant, dataset_version, name))
+    def where(self, tenant: str, version: str, name: str) -> str:
+        return str(self.table_path(tenant, version, name))
 
-    def write_text(self, tenant: str, dataset_version: str, filename: str, text: str) -> Path:
+    def write_text(self, tenant: str, version: str, filename: str, text: str) -> Path:
         """Write a file of the partition once: when it exists already (another writer was first), it is kept,
         as DatabaseStore keeps the first manifest. The caller reads it back to see whose it is."""
-        path = self.partition_dir(tenant, dataset_version) / filename
+        path = self.partition_dir(tenant, version) / filename
         create_text_once(path, text)
         return path
 
-    def read_text(self, tenant: str, dataset_version: str, filename: str) -> str | None:
-        path = self.partition_dir(tenant, dataset_version) / filename
+    def read_text(self, tenant: str, version: str, filename: str) -> str | None:
+        path = self.partition_dir(tenant, version) / filename
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
-    def text_location(self, tenant: str, dataset_version: str, filename: str) -> str:
-        return str(self.partition_dir(tenant, dataset_version) / filename)
+    def text_location(self, tenant: str, version: str, filename: str) -> str:
+        return str(self.partition_dir(tenant, version) / filename)
 
     def manifest_texts(self, tenant: str) -> dict[str, str]:
         """{version: manifest text} of the tenant's versions whose golden-set table is beside its manifest."""
@@ -101,17 +100,17 @@ class Warehouse:
         return found
 
     @contextmanager
-    def version_lock(self, tenant: str, dataset_version: str) -> Iterator[None]:
+    def version_lock(self, tenant: str, version: str) -> Iterator[None]:
         """Hold the version's lock: reentrant in one thread, exclusive across threads and processes (flock,
         released by the kernel when a holder dies)."""
-        path = self.partition_dir(tenant, dataset_version) / VERSION_LOCK_FILE
+        path = self.partition_dir(tenant, version) / VERSION_LOCK_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(path), timeout=VERSION_LOCK_TIMEOUT_S, is_singleton=True)
         try:
             lock.acquire()
         except Timeout:
             raise TimeoutError(
-                f"{tenant}/{dataset_version} stayed locked by another run for "
+                f"{tenant}/{version} stayed locked by another run for "
                 f"{VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished"
             ) from None
         try:
@@ -122,43 +121,43 @@ class Warehouse:
     # --- an audit's tables: one folder per commit and run ---
 
     def write_audit_table(
-        self, tenant: str, dataset_version: str, commit: str, run_id: str, name: str, frame: pd.DataFrame
+        self, tenant: str, version: str, commit: str, run_id: str, name: str, frame: pd.DataFrame
     ) -> Path:
-        return atomic_write_parquet(self.audit_dir(tenant, dataset_version, commit, run_id) / f"{name}.parquet", frame)
+        return atomic_write_parquet(self.audit_dir(tenant, version, commit, run_id) / f"{name}.parquet", frame)
 
-    def report_location(self, tenant: str, dataset_version: str, commit: str, run_id: str) -> PurePath:
-        return self.audit_dir(tenant, dataset_version, commit, run_id)
+    def report_location(self, tenant: str, version: str, commit: str, run_id: str) -> PurePath:
+        return self.audit_dir(tenant, version, commit, run_id)
 
     def write_report(
-        self, tenant: str, dataset_version: str, commit: str, run_id: str, report: StoredReport, parameters: dict
+        self, tenant: str, version: str, commit: str, run_id: str, report: StoredReport, parameters: dict
     ) -> None:
         """The Markdown and HTML files, each written then renamed (the parameters are in the run's config)."""
-        folder = self.audit_dir(tenant, dataset_version, commit, run_id)
+        folder = self.audit_dir(tenant, version, commit, run_id)
         atomic_write_text(folder / REPORT_FILES["html"], report.html)
         atomic_write_text(folder / REPORT_FILES["markdown"], report.markdown)
 
-    def read_report(self, tenant: str, dataset_version: str, run_id: str) -> StoredReport | None:
+    def read_report(self, tenant: str, version: str, run_id: str) -> StoredReport | None:
         """A run's rendered report (its Markdown and HTML files), whatever its commit; None when it wrote none."""
-        folder = self.find_audit_dir(tenant, dataset_version, run_id)
+        folder = self.find_audit_dir(tenant, version, run_id)
         paths = {kind: folder / name for kind, name in REPORT_FILES.items()} if folder is not None else {}
         if not paths or not paths["markdown"].is_file():
             return None
         html = paths["html"].read_text(encoding="utf-8") if paths["html"].is_file() else ""
         return StoredReport("", {}, paths["markdown"].read_text(encoding="utf-8"), html)
 
-    def locations(self, tenant: str, dataset_version: str, run_id: str) -> list[str]:
+    def locations(self, tenant: str, version: str, run_id: str) -> list[str]:
         """Where a run's tables are, for a person to find them: the version's folder and the run's audit folder."""
-        folder = self.partition_dir(tenant, dataset_version)
-        lines = [f"tables for {tenant}/{dataset_version}: {folder}"]
+        folder = self.partition_dir(tenant, version)
+        lines = [f"tables for {tenant}/{version}: {folder}"]
         lines += [f"  {path.name}" for path in sorted(folder.glob("*.parquet"))]
-        audit = self.find_audit_dir(tenant, dataset_version, run_id)
+        audit = self.find_audit_dir(tenant, version, run_id)
         if audit is not None:
             lines.append(f"audit of commit {commit_of_folder(audit.parent)} (run {run_id}): {audit}")
             lines += [f"  {path.name}" for path in sorted(audit.glob("*.parquet"))]
         return lines
 
-    def read_audit_table(self, tenant: str, dataset_version: str, run_id: str, name: str) -> pd.DataFrame | None:
+    def read_audit_table(self, tenant: str, version: str, run_id: str, name: str) -> pd.DataFrame | None:
         """The table a run wrote, whatever its commit (run ids are unique); None when it wrote none."""
-        folder = self.find_audit_dir(tenant, dataset_version, run_id)
+        folder = self.find_audit_dir(tenant, version, run_id)
         path = folder / f"{name}.parquet" if folder is not None else None
         return pd.read_parquet(path) if path is not None and path.is_file() else None

@@ -151,6 +151,7 @@ class LocalBaselineStore:
                     )
             if not run_id:  # an explicit promotion names the audit it promotes: the commit's latest
                 folder = self._audit_folder(tenant, version, commit)
+                assert folder is not None  # audited() above found it
                 run_id = folder.name.removeprefix(RUN_PREFIX) if folder.name.startswith(RUN_PREFIX) else ""
             promotion = Promotion(tenant, version, commit, reason, branch, _now(0), run_id)
             # The whole history is rewritten and renamed into place, never appended to: a writer killed

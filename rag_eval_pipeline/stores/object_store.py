@@ -1,6 +1,6 @@
-"""Parquet tables in an S3-compatible object store, one object per (tenant, dataset_version, table).
+"""Parquet tables in an S3-compatible object store, one object per (tenant, version, table).
 
-Keys are `<prefix>/<tenant>/<dataset_version>/<table>.parquet` under `s3://<bucket>/<prefix>`, the
+Keys are `<prefix>/<tenant>/<version>/<table>.parquet` under `s3://<bucket>/<prefix>`, the
 layout of the local warehouse; tenant and version pass `validate_name`, so no key leaves its tenant's
 prefix. A table is written as one object in one request: S3 replaces an object atomically, so a
 reader sees the old table or the new one, never a part. Above S3's 5 GiB limit for one PUT the
@@ -109,11 +109,11 @@ def parse_base_url(url: str) -> tuple[str, str]:
     return parts.netloc, prefix
 
 
-def table_key(tenant: str, dataset_version: str, name: str) -> str:
-    """`<tenant>/<dataset_version>/<name>.parquet`, relative to the store's prefix."""
+def table_key(tenant: str, version: str, name: str) -> str:
+    """`<tenant>/<version>/<name>.parquet`, relative to the store's prefix."""
     if not isinstance(name, str) or not _TABLE_PATTERN.fullmatch(name):
         raise ValueError(f"invalid table name {name!r}: use letters, digits and '_'")
-    return f"{validate_name('tenant', tenant)}/{validate_name('dataset version', dataset_version)}/{name}.parquet"
+    return f"{validate_name('tenant', tenant)}/{validate_name('dataset version', version)}/{name}.parquet"
 
 
 def to_parquet_bytes(frame: pd.DataFrame) -> bytes:
@@ -142,25 +142,26 @@ class ObjectStore:
             self._fs, self._pid = fs, os.getpid()
         return self._fs
 
-    def path(self, tenant: str, dataset_version: str, name: str) -> str:
+    def path(self, tenant: str, version: str, name: str) -> str:
         """`bucket/prefix/tenant/version/name.parquet`, as s3fs names objects."""
-        key = table_key(tenant, dataset_version, name)
+        key = table_key(tenant, version, name)
         return "/".join(part for part in (self.config.bucket, self.config.prefix, key) if part)
 
-    def url(self, tenant: str, dataset_version: str, name: str) -> str:
-        return f"{SCHEME}://{self.path(tenant, dataset_version, name)}"
+    def url(self, tenant: str, version: str, name: str) -> str:
+        return f"{SCHEME}://{self.path(tenant, version, name)}"
 
-    def write(self, tenant: str, dataset_version: str, name: str, frame: pd.DataFrame) -> str:
+    def write(self, tenant: str, version: str, name: str, frame: pd.DataFrame) -> str:
         """The whole table in one PUT (serialized first, so a failed serialization uploads nothing)."""
-        path = self.path(tenant, dataset_version, name)
+        path = self.path(tenant, version, name)
         data = to_parquet_bytes(frame)
         with self.errors("write", path):
             # chunksize: s3fs uses one put_object below 2 x chunksize (capped at 5 GiB), else multi-part.
             self.fs.pipe_file(path, data, chunksize=SINGLE_PUT_LIMIT)
         return f"{SCHEME}://{path}"
 
-    def read(self, tenant: str, dataset_version: str, name: str) -> pd.DataFrame:
-        path = self.path(tenant, dataset_version, name)
+    def read(self, tenant: str, version: str, name: str) -> pd.DataFrame:
+        path = self.path(tenant, version, name)
+        data = b""
         with self.errors("read", path):
             try:
                 data = self.fs.cat_file(path)  # one GET of the whole object
@@ -168,18 +169,20 @@ class ObjectStore:
                 if _error_code(error) == "NoSuchBucket":
                     raise
                 raise MissingTableError(
-                    f"no {name!r} table for tenant {tenant!r}, dataset version {dataset_version!r} at "
+                    f"no {name!r} table for tenant {tenant!r}, dataset version {version!r} at "
                     f"{SCHEME}://{path} ({self.config.endpoint_url}): materialize it first"
                 ) from error
-        return pd.read_parquet(io.BytesIO(data))
+        return pd.read_parquet(io.BytesIO(data if isinstance(data, bytes) else data.encode()))
 
-    def exists(self, tenant: str, dataset_version: str, name: str) -> bool:
-        path = self.path(tenant, dataset_version, name)
+    def exists(self, tenant: str, version: str, name: str) -> bool:
+        path = self.path(tenant, version, name)
+        found = False
         with self.errors("look up", path):
-            return self._object_exists(path)
+            found = self._object_exists(path)
+        return found
 
-    def delete(self, tenant: str, dataset_version: str, name: str) -> None:
-        path = self.path(tenant, dataset_version, name)
+    def delete(self, tenant: str, version: str, name: str) -> None:
+        path = self.path(tenant, version, name)
         with self.errors("delete", path):
             if self._object_exists(path):
                 self.fs.rm_file(path)

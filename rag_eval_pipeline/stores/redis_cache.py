@@ -55,7 +55,8 @@ class RedisCache:
 
     def get(self, key: str) -> bytes | None:
         with self._reaching():
-            return self._client.get(self._prefix + key)
+            value = self._client.get(self._prefix + key)
+        return value if value is None or isinstance(value, bytes) else str(value).encode()  # the client returns bytes
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """{key: value} for the keys that are stored; one round trip."""

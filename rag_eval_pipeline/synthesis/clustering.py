@@ -31,7 +31,12 @@ def cluster_chunks(chunk_ids: list[str], vectors: np.ndarray) -> pd.DataFrame:
         # scikit-learn counts a point among its own min_samples neighbours; the hdbscan package, which
         # chose these sizes, did not: the +1 keeps the same core distances, and so the same clusters.
         # copy=False: astype already made the array this call may overwrite.
-        clusterer = HDBSCAN(min_cluster_size=size, min_samples=max(1, size // 2) + 1, metric="euclidean", copy=False)
+        clusterer = HDBSCAN(
+            min_cluster_size=size,
+            min_samples=max(1, size // 2) + 1,
+            metric="euclidean",
+            copy=False,  # pyright: ignore[reportArgumentType] - typed by its "warn" default; it takes a bool
+        )
         labels = clusterer.fit_predict(vectors.astype(np.float64))
         strengths = clusterer.probabilities_
     return pd.DataFrame(
@@ -64,7 +69,7 @@ def cluster_labels(texts: list[str], cluster_ids: list[int], n_terms: int = 3) -
     terms = vectorizer.get_feature_names_out()
     labels = {}
     for cluster, row in zip(groups, weights):
-        top = [terms[i] for i in np.argsort(-row, kind="stable") if row[i] > 0]
+        top = [str(terms[i]) for i in np.argsort(-row, kind="stable") if row[i] > 0]
         labels[cluster] = ", ".join(_without_overlaps(top, n_terms))
     return labels
 

@@ -12,6 +12,9 @@ tables and turns GX's results into small outcomes a person can read:
 Importing this module imports great_expectations, which takes seconds: import it where it is used.
 """
 
+# great_expectations exports its expectation classes lazily, which pyright reads as private imports.
+# pyright: reportPrivateImportUsage=false
+
 from __future__ import annotations
 
 import logging

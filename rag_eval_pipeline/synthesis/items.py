@@ -81,7 +81,10 @@ Outcome = QAItem | GenerationFailure
 class Generator(Protocol):
     name: str  # recorded on every item, e.g. "offline-template" or "llm:<model>"
     prompt_version: str
-    supported_types: tuple[str, ...]  # the question types it can honestly write
+
+    @property
+    def supported_types(self) -> tuple[str, ...]:  # the question types it can honestly write
+        ...
 
     def generate(self, tasks: list[GenerationTask]) -> list[Outcome]: ...
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -144,13 +145,12 @@ class LLMGenerator:
             self.usage[key] = self.usage.get(key, 0) + value
         if result.parsed is None:
             return GenerationFailure(task, self.name, f"generator reply unusable: {result.failure}")
-        answer = getattr(result.parsed, "answer", None)  # None: an unanswerable question, no answer written
-        problem = check_reply(result.parsed.question, answer, SYSTEM + "\n" + INSTRUCTIONS[task.question_type])
+        parsed = cast(QuestionOnly | AnswerAndQuestion, result.parsed)  # the schema this call was made with
+        answer = getattr(parsed, "answer", None)  # None: an unanswerable question, no answer written
+        problem = check_reply(parsed.question, answer, SYSTEM + "\n" + INSTRUCTIONS[task.question_type])
         if problem:
             return GenerationFailure(task, self.name, problem)
-        return make_item(
-            task, result.parsed.question, REFUSAL if answer is None else answer, self.name, self.prompt_version
-        )
+        return make_item(task, parsed.question, REFUSAL if answer is None else answer, self.name, self.prompt_version)
 
 
 def build_llm_generator(settings: LLMSettings, cache_path: str | None = None) -> LLMGenerator:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from rag_eval_pipeline.core.embeddings import Embedder, progress_logger
@@ -42,7 +43,7 @@ def test_nodes(chunks: pd.DataFrame, embedder: Embedder, log: logging.Logger | N
     log = log or _log
     lap = _stopwatch()
     texts = chunks["text"].tolist()
-    vectors = embedder.embed(texts, progress=progress_logger(log)) if texts else None
+    vectors = embedder.embed(texts, progress=progress_logger(log)) if texts else np.zeros((0, 0))
     log.info("embeddings of %d chunks ready (%.1f s)", len(texts), lap())
     clusters = cluster_chunks(chunks["chunk_id"].tolist(), vectors)
     log.info(

@@ -92,7 +92,11 @@ def candidate_tasks(
 
 def _source(row: dict, titles: dict[str, str]) -> SourceChunk:
     return SourceChunk(
-        row["chunk_id"], row["doc_id"], titles.get(row["doc_id"], row["doc_id"]), row.get("heading") or "", row["text"]
+        row["chunk_id"],
+        row["doc_id"],
+        str(titles.get(row["doc_id"], row["doc_id"])),
+        row.get("heading") or "",
+        row["text"],
     )
 
 
@@ -107,8 +111,10 @@ def _pair_tasks(ranked: list[dict], table: pd.DataFrame, sources: dict[str, Sour
     tasks, seen = [], set()
     for node in ranked:
         partner = _partner(node, members[node["cluster_id"]], terms)
-        pair = frozenset((node["chunk_id"], partner["chunk_id"])) if partner else None
-        if pair and pair not in seen:
+        if partner is None:
+            continue
+        pair = frozenset((node["chunk_id"], partner["chunk_id"]))
+        if pair not in seen:
             seen.add(pair)
             tasks.append(_task(MULTI_CONTEXT, [sources[node["chunk_id"]], sources[partner["chunk_id"]]], node))
     return tasks

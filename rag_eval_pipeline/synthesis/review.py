@@ -183,7 +183,7 @@ def apply_review(golden: pd.DataFrame, decisions: pd.DataFrame, verify: Verify) 
     items = golden.to_dict("records")
     by_id = _parse_sheet(decisions, {str(item["qa_id"]): item for item in items})
     kept, rejected, outcomes = [], [], {}
-    summary = dict.fromkeys(("accepted", "edited", "rejected", "edit_rejected", "unreviewed"), 0)
+    summary: dict[str, int] = dict.fromkeys(("accepted", "edited", "rejected", "edit_rejected", "unreviewed"), 0)
     for item in items:
         decision = by_id.get(str(item["qa_id"]))
         outcome = _apply_one(item, decision, verify)

@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from rag_eval_pipeline.core.names import validate_name
 from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.stores.layout import MANIFEST_FILE, SYNTHESIS_TABLES
-from rag_eval_pipeline.stores.local import Warehouse
+from rag_eval_pipeline.stores.protocols import ResultsStore
 from rag_eval_pipeline.stores.version_tables import VersionTables, differences, snapshot_problems, table_digest
 
 # What an item *is*; bookkeeping columns (generator, review status, ranks) do not change its identity.
@@ -98,7 +98,7 @@ class GoldenSetUnpublished(ValueError):
     """A golden set that is not (or no longer matches what was) published: nothing may be audited on it."""
 
 
-def check_publishable(warehouse: Warehouse, tenant: str, version: str, golden: pd.DataFrame) -> str:
+def check_publishable(warehouse: ResultsStore, tenant: str, version: str, golden: pd.DataFrame) -> str:
     """The content hash, or GoldenSetImmutable when the version was published with other content."""
     digest = content_hash(golden)
     existing = read_manifest(warehouse, tenant, version)
@@ -111,7 +111,7 @@ def check_publishable(warehouse: Warehouse, tenant: str, version: str, golden: p
     return digest
 
 
-def require_published(warehouse: Warehouse, tenant: str, version: str, golden: pd.DataFrame) -> Manifest:
+def require_published(warehouse: ResultsStore, tenant: str, version: str, golden: pd.DataFrame) -> Manifest:
     """The manifest of a published golden set whose table is the one given; GoldenSetUnpublished otherwise."""
     manifest = read_manifest(warehouse, tenant, version)
     if manifest is None:
@@ -140,7 +140,7 @@ def require_items(manifest: Manifest) -> Manifest:
 
 
 def publish(
-    warehouse: Warehouse,
+    warehouse: ResultsStore,
     tenant: str,
     version: str,
     golden: pd.DataFrame,
@@ -215,7 +215,7 @@ def publish_snapshot(
             problems += [
                 f"{name} changed after the check read it"
                 for name, digest in sorted(checked.items())
-                if stored.get(name) is not None and table_digest(stored[name]) != digest
+                if (frame := stored.get(name)) is not None and table_digest(frame) != digest
             ]
             if problems:
                 raise MixedSnapshot(
@@ -247,7 +247,7 @@ def must_write(tables: VersionTables, tenant: str, version: str, name: str, fram
     )
 
 
-def read_manifest(warehouse: Warehouse, tenant: str, version: str) -> Manifest | None:
+def read_manifest(warehouse: ResultsStore, tenant: str, version: str) -> Manifest | None:
     return _parse_manifest(
         warehouse.read_text(tenant, version, MANIFEST_FILE), warehouse.text_location(tenant, version, MANIFEST_FILE)
     )
@@ -264,7 +264,7 @@ def _parse_manifest(content: str | None, location: str) -> Manifest | None:
         raise ValueError(f"golden-set manifest {location} is malformed ({where}: {problem['msg']})") from None
 
 
-def _write_manifest(warehouse: Warehouse, manifest: Manifest) -> None:
+def _write_manifest(warehouse: ResultsStore, manifest: Manifest) -> None:
     # Written whole and once (a link of a whole file on disk, an insert that keeps the first row in the
     # database): a half-written manifest would make the version unreadable, a replaced one would change it.
     content = json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n"
@@ -332,14 +332,15 @@ def diff_summary(diff: pd.DataFrame) -> dict[str, int]:
     return {change: int(counts.get(change, 0)) for change in CHANGES}
 
 
-def latest_version(warehouse: Warehouse, tenant: str, among: set[str] | None = None) -> str | None:
+def latest_version(warehouse: ResultsStore, tenant: str, among: set[str] | None = None) -> str | None:
     """The tenant's most recently published golden-set version (only those `among`, if given), or None.
 
     Only whole versions count: a manifest (written last) beside its table.
     """
     manifests = [
-        _parse_manifest(content, warehouse.text_location(tenant, version, MANIFEST_FILE))
+        manifest
         for version, content in warehouse.manifest_texts(validate_name("tenant", tenant)).items()
         if among is None or version in among
+        if (manifest := _parse_manifest(content, warehouse.text_location(tenant, version, MANIFEST_FILE)))
     ]
     return max(manifests, key=lambda m: (m.published_at, m.dataset_version)).dataset_version if manifests else None

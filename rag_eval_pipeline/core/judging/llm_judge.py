@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -331,7 +331,8 @@ def _verdicts_or_failure(result: CallResult, expected_from: str = "", what: str 
     statement in a text that makes one (`expected_from`): that is the judge failing, not a text without claims."""
     if result.parsed is None:
         return Failure(result.failure)
-    verdicts = [Verdict(s.statement, s.verdict) for s in result.parsed.statements]
+    parsed = cast(StatementVerdicts, result.parsed)  # the schema this call was made with
+    verdicts = [Verdict(s.statement, s.verdict) for s in parsed.statements]
     if not verdicts and expected_from.strip():
         return Failure(f"the judge found no statement in {what}")
     return verdicts
@@ -347,7 +348,8 @@ def _answer_verdicts(result: CallResult, answer: str) -> list[Verdict] | Failure
 def _truth_and_chunks(result: CallResult, truth: list[str], item: EvalItem):
     if result.parsed is None:
         return Failure(result.failure), Failure(result.failure)
-    sentences, chunks = result.parsed.sentence_verdicts, result.parsed.chunk_relevance
+    parsed = cast(GroundTruthVerdicts, result.parsed)  # the schema this call was made with
+    sentences, chunks = parsed.sentence_verdicts, parsed.chunk_relevance
     support = (
         [Verdict(t, v) for t, v in zip(truth, sentences)]
         if len(sentences) == len(truth)

@@ -21,12 +21,13 @@ Cosines are clipped at 0 so every score lies in [0, 1].
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
 from rag_eval_pipeline.core.defaults import ALL_METRICS
 from rag_eval_pipeline.core.embeddings import Embedder
-from rag_eval_pipeline.core.judging.judgement import Failure, Judgement, Verdict, needed_judgements
+from rag_eval_pipeline.core.judging.judgement import Failure, GeneratedQuestions, Judgement, Verdict, needed_judgements
 from rag_eval_pipeline.core.judging.results import (
     EMPTY_ANSWER,
     NO_ANSWER_STATEMENT,
@@ -41,6 +42,7 @@ from rag_eval_pipeline.core.judging.results import (
 )
 from rag_eval_pipeline.core.text import is_noncommittal
 
+T = TypeVar("T")
 CORRECTNESS_WEIGHTS = (0.75, 0.25)  # statement F1, semantic similarity
 
 
@@ -74,22 +76,30 @@ def mrr(item: EvalItem, k: int) -> MetricResult:
     return measured("mrr", 1.0 / rank if rank else 0.0, k=k, first_relevant_rank=rank)
 
 
+def _asked(value: T | None, what: str) -> T:
+    """A judgement the metric needs: the judge fills what needed_judgements() names, so None is a bug."""
+    if value is None:
+        raise ValueError(f"the judge was not asked for {what}")
+    return value
+
+
 def faithfulness(judgement: Judgement) -> MetricResult:
-    return _supported_share("faithfulness", judgement.answer_statements, NO_ANSWER_STATEMENT, "statements")
+    verdicts = _asked(judgement.answer_statements, "the answer's statements")
+    return _supported_share("faithfulness", verdicts, NO_ANSWER_STATEMENT, "statements")
 
 
 def context_recall(judgement: Judgement) -> MetricResult:
-    return _supported_share("context_recall", judgement.ground_truth_support, NO_GROUND_TRUTH_TO_RECALL, "ground_truth")
+    verdicts = _asked(judgement.ground_truth_support, "the ground truth's support")
+    return _supported_share("context_recall", verdicts, NO_GROUND_TRUTH_TO_RECALL, "ground_truth")
 
 
 def contextual_relevancy(judgement: Judgement) -> MetricResult:
-    return _supported_share(
-        "contextual_relevancy", judgement.context_relevance, NO_CONTEXT_STATEMENT, "context_statements"
-    )
+    verdicts = _asked(judgement.context_relevance, "the contexts' relevance")
+    return _supported_share("contextual_relevancy", verdicts, NO_CONTEXT_STATEMENT, "context_statements")
 
 
 def answer_relevance(item: EvalItem, judgement: Judgement, embedder: Embedder) -> MetricResult:
-    generated = judgement.generated_questions
+    generated = _asked(judgement.generated_questions, "questions generated from the answer")
     if isinstance(generated, Failure):
         return unmeasured("answer_relevance", generated.reason)
     if not item.answer.strip():
@@ -110,14 +120,14 @@ def answer_relevance(item: EvalItem, judgement: Judgement, embedder: Embedder) -
 
 
 def context_precision(judgement: Judgement) -> MetricResult:
-    relevance = judgement.chunk_relevance
+    relevance = _asked(judgement.chunk_relevance, "the chunks' relevance")
     if isinstance(relevance, Failure):
         return unmeasured("context_precision", relevance.reason)
     return measured("context_precision", average_precision(relevance), relevance=list(relevance))
 
 
 def answer_correctness(item: EvalItem, judgement: Judgement, embedder: Embedder) -> MetricResult:
-    result = judgement.correctness
+    result = _asked(judgement.correctness, "the answer's correctness")
     if isinstance(result, Failure):
         return unmeasured("answer_correctness", result.reason)
     if not item.ground_truth.strip():
@@ -188,7 +198,7 @@ def _embed_in_one_batch(items: list[EvalItem], judgements: list[Judgement], embe
         texts += [
             q
             for j in judgements
-            if hasattr(j.generated_questions, "questions")
+            if isinstance(j.generated_questions, GeneratedQuestions)
             for q in j.generated_questions.questions
         ]
     if "answer_correctness" in metrics:

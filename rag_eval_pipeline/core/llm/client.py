@@ -235,6 +235,8 @@ class StructuredLLM:
     async def _send(self, request: dict):
         """One request, which the openai client retries on what may pass; its errors said in our terms."""
         server = f"judge server at {self.settings.base_url}"
+        if self._client is None:
+            raise RuntimeError("StructuredLLM.open() was not called before sending")  # a bug of ours
         try:
             return await self._client.chat.completions.create(**request)
         except openai.APIStatusError as error:

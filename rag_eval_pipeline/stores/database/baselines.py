@@ -75,10 +75,11 @@ class DatabaseBaselineStore:
                 f"commit {commit!r} was never audited on {tenant}/{version}, so it cannot be "
                 f"the baseline (audited commits: {known})"
             )
-        return (
-            self.store.read_audit_table(tenant, version, chosen, "metric_scores", commit),
-            self.store.read_audit_table(tenant, version, chosen, "candidate_outputs", commit),
-        )
+        scores = self.store.read_audit_table(tenant, version, chosen, "metric_scores", commit)
+        outputs = self.store.read_audit_table(tenant, version, chosen, "candidate_outputs", commit)
+        if scores is None or outputs is None:  # archived only once both were written (mark_complete)
+            raise UnknownBaseline(f"the audit of {commit!r} (run {chosen}) on {tenant}/{version} lost its tables")
+        return scores, outputs
 
     def _audit_run(self, tenant: str, version: str, commit: str, run_id: str = "") -> str | None:
         """run_id if that audit of the commit is complete, else the commit's latest complete audit."""

@@ -63,7 +63,7 @@ def shown(url: URL) -> str:
 
 def build_engine(url: URL, **options) -> Engine:
     """A psycopg2 engine whose pool checks each connection before handing it out (a restarted server)."""
-    connect_args = {"application_name": "rag_eval_pipeline"}
+    connect_args: dict[str, object] = {"application_name": "rag_eval_pipeline"}
     if "connect_timeout" not in url.query:
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
     return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **options)

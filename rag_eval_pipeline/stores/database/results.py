@@ -87,10 +87,10 @@ class DatabaseStore:
     def text_location(self, tenant: str, version: str, filename: str) -> str:
         return f"postgres:rag_eval.golden_manifests/{tenant}/{version}"
 
-    def write_text(self, tenant: str, version: str, filename: str, content: str) -> str:
+    def write_text(self, tenant: str, version: str, filename: str, text: str) -> str:
         """Publish a manifest once: a second, concurrent publication of the version keeps the first."""
         _only_manifest(filename)
-        manifest = json.loads(content)
+        manifest = json.loads(text)
         row = {
             "tenant_id": tenant,
             "dataset_version": validate_name("dataset version", version),

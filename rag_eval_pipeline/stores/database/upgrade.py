@@ -54,7 +54,10 @@ def _scripts() -> ScriptDirectory:
 
 def head_revision() -> str:
     """The revision the code's tables are at: what verify() expects the database to be at."""
-    return _scripts().get_current_head()
+    head = _scripts().get_current_head()
+    if head is None:  # the package ships its migrations: none found is a broken install
+        raise RuntimeError(f"no migration found in {MIGRATIONS}")
+    return head
 
 
 def known_revisions() -> set[str]:

@@ -20,4 +20,4 @@ def _run_by_alembic() -> bool:
 if _run_by_alembic():
     if context.is_offline_mode():
         raise SystemExit("the results database migrations run online only: use `rag-eval db upgrade`")
-    run_migrations(context)
+    run_migrations(context)  # pyright: ignore[reportArgumentType] - alembic's context module proxies an EnvironmentContext
