@@ -7,8 +7,11 @@ empty, not UTF-8, unsupported) and our awkward edge-case PDFs one by one.
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -179,17 +182,57 @@ def test_a_fifo_is_rejected_without_blocking(root):
     assert "not a regular file" in _reasons(result)["pipe.md"]
 
 
-def test_an_unreadable_file_is_rejected_and_the_run_goes_on(root):
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their mode")
-    locked = root / "acme" / "locked.md"
-    locked.write_text("# Locked\n\nText.", encoding="utf-8")
-    locked.chmod(0)
+def test_an_unreadable_file_is_rejected_and_the_run_goes_on(tmp_path):
+    """As root every file is readable, so the folder is read by an unprivileged user (nobody) in a child
+    process; as any other user, in this one. Either way a file without read permission is rejected."""
+    folder = Path(tempfile.mkdtemp(prefix="unreadable-"))  # outside pytest's 0700 folders: nobody may enter
+    try:
+        folder.chmod(0o755)
+        shutil.copy(DEMO / "data-retention-policy.md", folder / "policy.md")
+        (folder / "policy.md").chmod(0o644)
+        locked = folder / "locked.md"
+        locked.write_text("# Locked\n\nText.", encoding="utf-8")
+        locked.chmod(0)
 
-    result = read_documents(root / "acme")
+        documents, reasons = _read_as_unprivileged(folder)
 
-    assert [d.path for d in result.documents] == ["policy.md"]
-    assert "cannot read" in _reasons(result)["locked.md"]
+        assert documents == ["policy.md"]
+        assert "cannot read" in reasons["locked.md"]
+    finally:
+        shutil.rmtree(folder)
+
+
+def _read_as_unprivileged(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """read_documents(folder) as a user the file modes apply to: (document paths, rejection reasons)."""
+    if os.geteuid() != 0:
+        result = read_documents(folder)
+        return [d.path for d in result.documents], _reasons(result)
+    nobody = pwd.getpwnam("nobody")
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child drops root for good, reads, reports, and ends without running pytest's exit code
+        try:
+            os.close(reader)
+            read_documents(folder)  # as root first: whatever it imports lazily is loaded (nobody cannot read /root)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            result = read_documents(folder)
+            payload = json.dumps([[d.path for d in result.documents], _reasons(result)])
+        except BaseException as error:  # said to the parent, whose assertion shows it
+            payload = json.dumps({"error": f"{type(error).__name__}: {error}"})
+        try:
+            os.write(writer, payload.encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as pipe:
+        payload = pipe.read()
+    os.waitpid(child, 0)
+    answer = json.loads(payload)
+    assert isinstance(answer, list), f"the unprivileged reader failed: {answer}"
+    documents, reasons = answer
+    return documents, reasons
 
 
 # --- undecodable and oversized content ----------------------------------------------------------
