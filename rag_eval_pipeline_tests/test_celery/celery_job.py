@@ -1,7 +1,9 @@
 """A tiny code location for the Celery tests: one asset partitioned by (tenant, dataset_version).
 
 Each run records where and when it ran (pid, working directory, TMPDIR, start and end times) as one
-JSON file in $RAG_EVAL_CELERY_TEST_RECORDS, written then renamed. A run tagged `rag_eval_test/hold`
+JSON file in $RAG_EVAL_CELERY_TEST_RECORDS, written then renamed. A run tagged `rag_eval_test/until` with
+a file's path writes `<run_id>.started`, then works until that file exists, so a test decides when it
+ends (not a clock). A run tagged `rag_eval_test/hold`
 first writes a `<run_id>.started` file, leaves a half-written record beside it, and waits until the
 test kills its worker (or 120 s pass), so a test can kill a worker mid-run. Like every lineage step it
 takes the run_liveness resource, so its runs record who executes them and beat a heartbeat.
@@ -21,8 +23,10 @@ from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY, RunLivenessRe
 from rag_eval_pipeline_tests.support.celery_workers import RECORDS_VARIABLE
 
 HOLD_TAG = "rag_eval_test/hold"
+UNTIL_TAG = "rag_eval_test/until"
 WORK_SECONDS = 1.0
 HOLD_SECONDS = 120.0
+UNTIL_SECONDS = 600.0  # a guard only: the test releases the run (in a finally) long before
 
 
 @asset(partitions_def=tenant_version_partitions)
@@ -40,10 +44,20 @@ def celery_probe(context: AssetExecutionContext, run_liveness: RunLivenessResour
     }
     if HOLD_TAG in context.run.tags:
         _hold(records, record)
+    elif UNTIL_TAG in context.run.tags:
+        _work_until(Path(context.run.tags[UNTIL_TAG]), records, record)
     else:
         time.sleep(WORK_SECONDS)
     record["finished"] = time.time()
     atomic_write_text(records / f"{run_id}.json", json.dumps(record))
+
+
+def _work_until(release: Path, records: Path, record: dict) -> None:
+    """Say the run started, then keep its slot until the test creates `release` (or UNTIL_SECONDS pass)."""
+    atomic_write_text(records / f"{record['run_id']}.started", json.dumps(record))
+    deadline = time.monotonic() + UNTIL_SECONDS
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _hold(records: Path, record: dict) -> None:

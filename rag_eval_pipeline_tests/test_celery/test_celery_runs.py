@@ -19,7 +19,7 @@ from rag_eval_pipeline.automation import queues, submission
 from rag_eval_pipeline.automation.run_health import clear_dead, examine
 from rag_eval_pipeline.cli.launch import give_up
 from rag_eval_pipeline_tests.support.celery_workers import TIER_ENV, submit_run, wait_for_runs
-from rag_eval_pipeline_tests.test_celery.celery_job import HOLD_TAG
+from rag_eval_pipeline_tests.test_celery.celery_job import HOLD_TAG, UNTIL_TAG
 from rag_eval_pipeline_tests.test_celery.conftest import STALE_AFTER_S
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres, pytest.mark.celery]
@@ -51,16 +51,26 @@ def _wait_for_file(path: Path, timeout_s: float = 60.0) -> dict:
 
 
 @pytest.fixture(scope="module")
-def small_batch(cluster, cluster_dagster):
-    """Three runs of beta, then one of gamma (small tenants), all queued at once. Both workers serve the
-    small queue, so without the per-tenant limit the first two beta runs would run side by side."""
+def small_batch(cluster, cluster_dagster, tmp_path_factory):
+    """Three runs of beta, then one of gamma (small tenants), all queued at once. The first beta run keeps
+    its slot until the test releases it, so what the queue decided while it ran is read from the records,
+    not from who was faster: gamma ran to its end, and the other beta runs were still queued. Both workers
+    serve the small queue, so without the per-tenant limit the beta runs would run side by side."""
     instance = cluster_dagster
-    run_ids = [_submit(cluster_dagster, tenant) for tenant in ("beta", "beta", "beta", "gamma")]
-    return run_ids, wait_for_runs(instance, run_ids), cluster.probe_records()
+    release = tmp_path_factory.mktemp("release") / "beta-1"
+    run_ids = [_submit(cluster_dagster, "beta", **{UNTIL_TAG: str(release)})]
+    run_ids += [_submit(cluster_dagster, tenant) for tenant in ("beta", "beta", "gamma")]
+    try:
+        _wait_for_file(cluster.records / f"{run_ids[0]}.started", timeout_s=120)
+        wait_for_runs(instance, run_ids[3:], timeout_s=120)  # gamma, while beta's first run holds its slot
+        while_held = {run_id: instance.get_run_by_id(run_id).status for run_id in run_ids}
+    finally:
+        release.touch()
+    return run_ids, wait_for_runs(instance, run_ids, timeout_s=120), cluster.probe_records(), while_held
 
 
 def test_both_workers_take_runs(cluster, small_batch):
-    run_ids, runs, probes = small_batch
+    run_ids, runs, probes, _ = small_batch
     assert {runs[run_id].dagster_run.status for run_id in run_ids} == {DagsterRunStatus.SUCCESS}
     by_worker = {}
     for run_id in run_ids:
@@ -74,16 +84,27 @@ def test_both_workers_take_runs(cluster, small_batch):
 
 
 def test_runs_of_one_tenant_never_overlap(small_batch):
-    run_ids, runs, probes = small_batch
+    run_ids, runs, probes, while_held = small_batch
     beta = sorted(_interval(runs[run_id]) for run_id in run_ids[:3])
     for (_, previous_end), (next_start, _) in zip(beta, beta[1:]):
         assert next_start >= previous_end
     beta_work = sorted((probes[run_id]["started"], probes[run_id]["finished"]) for run_id in run_ids[:3])
     for (_, previous_end), (next_start, _) in zip(beta_work, beta_work[1:]):
         assert next_start >= previous_end
-    # Another tenant's run was not held back: gamma ran beside the first beta run.
-    gamma_start, gamma_end = _interval(runs[run_ids[3]])
-    assert gamma_start < beta[0][1] and beta[0][0] < gamma_end
+    # While beta's first run held its slot, the queue held beta's other runs back, and not gamma's.
+    assert while_held[run_ids[0]] == DagsterRunStatus.STARTED
+    assert [while_held[run_id] for run_id in run_ids[1:3]] == [DagsterRunStatus.QUEUED] * 2
+    assert while_held[run_ids[3]] == DagsterRunStatus.SUCCESS
+
+
+def _dequeue_order(instance, run_ids: list[str]) -> list[str]:
+    """The runs in the order the queue daemon dequeued them: the storage ids of the RUN_STARTING events it
+    recorded as it handed each to the launcher."""
+    dequeued = {
+        run_id: instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_STARTING).records[0].storage_id
+        for run_id in run_ids
+    }
+    return sorted(run_ids, key=dequeued.__getitem__)
 
 
 def test_small_tenant_runs_before_the_large_backlog_drains(cluster, cluster_dagster):
@@ -95,11 +116,10 @@ def test_small_tenant_runs_before_the_large_backlog_drains(cluster, cluster_dags
     probes = cluster.probe_records()
     # Large runs go to the large queue only: the small lane never takes one.
     assert {cluster.worker_of(probes[run_id]) for run_id in large} == {"general"}
-    large_starts = sorted(runs[run_id].start_time for run_id in large)
-    small_starts = sorted(runs[run_id].start_time for run_id in small)
-    assert small_starts[-1] < large_starts[-1], "the small tenant waited for the whole large backlog"
-    order = "".join("S" if run_id in small else "L" for run_id in sorted(runs, key=lambda r: runs[r].start_time))
-    print(f"start order (L large, S small): {order}")
+    # The queue's own decisions: a small run was dequeued while large ones were still waiting. (Each large
+    # tenant runs one at a time, so its three runs take three turns: the backlog outlasts the first round.)
+    order = "".join("S" if run_id in small else "L" for run_id in _dequeue_order(instance, large + small))
+    assert order.index("S") < order.rindex("L"), f"the small tenant waited for the whole large backlog: {order}"
 
 
 def test_multiprocess_executor_cannot_run_on_a_worker(cluster_dagster):
