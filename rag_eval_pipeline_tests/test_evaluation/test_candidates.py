@@ -37,7 +37,7 @@ def flaky_candidate(question: str) -> dict:
     if question == "raise":
         raise RuntimeError("index offline")
     if question == "hang":
-        time.sleep(5)
+        time.sleep(120)  # far beyond any bound below: a test that waited for it would take minutes
         return {"answer": "too late", "contexts": []}
     if question == "string":
         return "just an answer"
@@ -54,7 +54,7 @@ def test_run_candidate_records_failures_per_item_and_goes_on():
     outputs = run_candidate(flaky_candidate, ITEMS, timeout_s=0.2)
     elapsed = time.perf_counter() - started
 
-    assert elapsed < 2.5, "a hanging candidate must be abandoned at the timeout, not waited for"
+    assert elapsed < 60, "a hanging candidate must be abandoned at the timeout, not waited for"
     assert [o.qa_id for o in outputs] == [i["qa_id"] for i in ITEMS]
     by_id = {o.qa_id: o for o in outputs}
     assert {qa_id for qa_id, o in by_id.items() if o.status == OK} == {"good-1", "good-2"}
@@ -62,7 +62,7 @@ def test_run_candidate_records_failures_per_item_and_goes_on():
     assert by_id["raises"].status == FAILED
     assert "RuntimeError" in by_id["raises"].error and "index offline" in by_id["raises"].error
     assert by_id["hangs"].status == FAILED and "timed out after 0.2 s" in by_id["hangs"].error
-    assert 0.2 <= by_id["hangs"].latency_s < 2
+    assert 0.2 <= by_id["hangs"].latency_s < 60
     assert by_id["not-a-dict"].status == FAILED and "malformed output" in by_id["not-a-dict"].error
     assert "str" in by_id["not-a-dict"].error
     assert by_id["bad-contexts"].status == FAILED and "rank 0" in by_id["bad-contexts"].error

@@ -121,7 +121,7 @@ def test_unreachable_store_fails_when_the_step_starts(store_config):
     began = time.monotonic()
     with pytest.raises(ObjectStoreError, match="cannot connect") as caught:
         factory(store_config, endpoint_url=endpoint).create_io_manager(build_init_resource_context())
-    assert time.monotonic() - began < 10
+    assert time.monotonic() - began < 60  # seconds, never a hang (a loaded machine may take several)
     assert "\n" not in str(caught.value) and endpoint in str(caught.value)
     with pytest.raises(ObjectStoreError, match="does not exist"):
         factory(store_config, base_url="s3://missing-bucket/x").create_io_manager(build_init_resource_context())
