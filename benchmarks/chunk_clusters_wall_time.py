@@ -41,12 +41,12 @@ SECOND_EDITION_TOKENS = 140
 def build_chunks(path: Path, n_chunks: int) -> dict:
     import pandas as pd
 
-    from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+    from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
     from rag_eval_pipeline.ingest.parsing import read_documents
 
     documents = [d for folder in ("pdfs", "edge_cases") for d in read_documents(CORPUS / folder).documents]
     rows, seen = [], set()
-    for edition, config in (("", ChunkingConfig()), ("2nd/", ChunkingConfig(SECOND_EDITION_TOKENS, 25))):
+    for edition, config in (("", ChunkingSettings()), ("2nd/", ChunkingSettings(SECOND_EDITION_TOKENS, 25))):
         for chunk in (asdict(c) for d in documents for c in chunk_document(d, config)):
             if chunk["text"] not in seen:
                 seen.add(chunk["text"])

@@ -11,7 +11,7 @@ calls and tokens are counted the same way on both sides (ours is cross-checked a
 
 - ours, in-process: `LLMJudge` in `decomposed` mode (2 calls per triplet for the four metrics: one
   answer call shared by faithfulness and answer relevance, one ground-truth call shared by context recall
-  and precision) and in `fused` mode (1 call), each with a fresh in-memory `JudgeCache`, concurrency 1.
+  and precision) and in `fused` mode (1 call), each with a fresh in-memory `LLMCallCache`, concurrency 1.
   The cache still answers repeats within a run: HaluEval triplets come in threes sharing question,
   contexts and ground truth, so the ground-truth call is often a hit; the JSON also gives the ratio as
   if every call had been made (`ratio_if_no_cache_hit`).
@@ -209,7 +209,7 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
     from rag_eval_pipeline.core.judging.judgement import total_usage
     from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
     from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-    from rag_eval_pipeline.core.llm.cache import JudgeCache
+    from rag_eval_pipeline.core.llm.cache import LLMCallCache
     from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
 
     log: list[dict] = []
@@ -252,7 +252,7 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
         for row in rows
     ]
     settings = LLMSettings(base_url=base_url, model=model, response_format="json_object_schema", concurrency=1)
-    judge = LLMJudge(CountedLLM(settings, JudgeCache()), mode=mode)
+    judge = LLMJudge(CountedLLM(settings, LLMCallCache()), mode=mode)
     embedder = Embedder()
     embedder.embed(["warm-up: the model loads once, outside the timing"])
     results, judgements, wall = [], [], 0.0
@@ -489,7 +489,7 @@ def add_no_dedup_view(report: dict) -> None:
     """Our calls per triplet had no request been answered from the run's own cache.
 
     HaluEval QA comes in triples (one right, two hallucinated answers) with the same question, context and
-    ground truth; our ground-truth call does not depend on the answer, so the fresh in-memory JudgeCache
+    ground truth; our ground-truth call does not depend on the answer, so the fresh in-memory LLMCallCache
     answers it once per triple. That saving is real for such data but flatters us on other data, so the
     ratio is also given as if every cache hit had been a call (ragas makes those calls again).
     """

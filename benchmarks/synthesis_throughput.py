@@ -90,11 +90,11 @@ def llm(docs: Path, n: int) -> dict:
 def _chunk_texts(docs: Path):
     from dataclasses import asdict
 
-    from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+    from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
     from rag_eval_pipeline.ingest.parsing import read_documents
 
     for document in read_documents(docs).documents:
-        for chunk in chunk_document(document, ChunkingConfig()):
+        for chunk in chunk_document(document, ChunkingSettings()):
             yield asdict(chunk)["text"]
 
 

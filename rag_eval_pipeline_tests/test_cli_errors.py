@@ -32,13 +32,13 @@ def _failing_command(exception: Exception) -> click.Command:
 def test_an_unusable_sqlite_file_is_one_line_exit_2(capsys):
     status = errors.run(_failing_command(sqlite3.DatabaseError("file is not a database")), [])
     err = capsys.readouterr().err
-    assert status == errors.ERROR and err == "error: file is not a database\n"
+    assert status == errors.EXIT_ERROR and err == "error: file is not a database\n"
 
 
 def test_a_bug_keeps_its_trace_but_exits_2_never_1_which_a_gate_reads_as_a_regression(capsys):
     status = errors.run(_failing_command(KeyError("missing")), [])
     err = capsys.readouterr().err
-    assert status == errors.ERROR != errors.BLOCKED
+    assert status == errors.EXIT_ERROR != errors.EXIT_BLOCKED
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: internal error KeyError")
 
 
@@ -46,7 +46,7 @@ def test_an_unwritable_output_is_refused_before_any_work(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     status = cli.main(["synthesize", "--docs", str(tmp_path / "no-such-docs"), "--out", str(blocker / "golden.jsonl")])
-    assert status == errors.ERROR and "is not a folder" in capsys.readouterr().err
+    assert status == errors.EXIT_ERROR and "is not a folder" in capsys.readouterr().err
 
 
 def test_a_package_of_the_production_extra_missing_is_one_line_not_a_bug(capsys):

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from rag_eval_pipeline.core.embeddings import MODEL_NAME, Embedder
-from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 
@@ -88,8 +88,8 @@ def test_a_call_cache_of_the_earlier_layout_is_still_read(tmp_path):
         old.execute("CREATE TABLE calls (key TEXT PRIMARY KEY, content TEXT, prompt_tokens INT, completion_tokens INT)")
         old.execute("INSERT INTO calls VALUES ('k', '{\"verdict\": 1}', 120, 7)")
 
-    cache = JudgeCache(path)
+    cache = LLMCallCache(path)
 
     assert cache.get("k") == ('{"verdict": 1}', 120, 7) and len(cache) == 1
     cache.put("k2", "é", 1, 2)
-    assert JudgeCache(path).get("k2") == ("é", 1, 2)
+    assert LLMCallCache(path).get("k2") == ("é", 1, 2)

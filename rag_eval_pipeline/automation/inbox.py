@@ -197,7 +197,7 @@ class ManifestError(ValueError):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class CandidateCommit:
     tenant: str
     commit: str
     candidate: CandidateSpec
@@ -248,7 +248,7 @@ class CandidateManifest(BaseModel):
         return CandidateSpec.outputs_beside(folder, str(self.outputs))  # one of the two is set (_one_source)
 
 
-def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
+def parse_manifest(path: Path, known_tenants: set[str]) -> CandidateCommit:
     """One manifest: {"tenant", "commit", exactly one of "entry" or "outputs", optional "branch"}; ManifestError otherwise.
 
     Read as documents are (read_inside): a symbolic or hard link, a second name for a file elsewhere, is refused.
@@ -269,7 +269,7 @@ def parse_manifest(path: Path, known_tenants: set[str]) -> Candidate:
         raise ManifestError(f"{path.name}: {_problems(error)}") from None
     except CandidateError as error:
         raise ManifestError(f"{path.name}: {error}") from None
-    return Candidate(manifest.tenant, manifest.commit, spec, path.name, manifest.branch)
+    return CandidateCommit(manifest.tenant, manifest.commit, spec, path.name, manifest.branch)
 
 
 def _problems(error: ValidationError) -> str:

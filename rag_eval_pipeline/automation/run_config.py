@@ -17,11 +17,11 @@ from rag_eval_pipeline.automation.jobs import (
 )
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.names import validate_commit
-from rag_eval_pipeline.evaluation.assets import CandidateSettings
+from rag_eval_pipeline.evaluation.assets import CandidateConfig
 from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec, outputs_text
-from rag_eval_pipeline.ingest.assets import ChunkingSettings
-from rag_eval_pipeline.reporting.assets import ReportSettings
-from rag_eval_pipeline.synthesis.assets import SynthesisSettings, VerificationConfig
+from rag_eval_pipeline.ingest.assets import ChunkingConfig
+from rag_eval_pipeline.reporting.assets import ReportConfig
+from rag_eval_pipeline.synthesis.assets import SynthesisConfig, VerificationConfig
 
 # The assets each job materializes: only their ops may be configured (Dagster refuses config for others).
 JOB_ASSETS: dict[str, tuple[str, ...]] = {
@@ -35,10 +35,10 @@ def lineage_run_config(
     job_name: str,
     candidate: CandidateSpec | None = None,
     commit: str = DEFAULT_COMMIT,
-    report: ReportSettings | None = None,
+    report: ReportConfig | None = None,
     log_level: str | None = "WARNING",
-    chunking: ChunkingSettings | None = None,
-    synthesis: SynthesisSettings | None = None,
+    chunking: ChunkingConfig | None = None,
+    synthesis: SynthesisConfig | None = None,
     verification: VerificationConfig | None = None,
 ) -> RunConfig:
     """The run config of one lineage job; ops the job does not materialize are left out.
@@ -51,7 +51,7 @@ def lineage_run_config(
     Example:
         >>> config = lineage_run_config(
         ...     "audit", CandidateSpec.parse("my_rag.pipeline:answer"), commit="3f2a9c1",
-        ...     report=ReportSettings(branch="main"), log_level=None,
+        ...     report=ReportConfig(branch="main"), log_level=None,
         ... )
         >>> config.ops["candidate_outputs"].candidate, config.ops["regression_report"].branch
         ('my_rag.pipeline:answer', 'main')
@@ -63,13 +63,13 @@ def lineage_run_config(
     candidate = candidate or REFERENCE_SPEC
     # An outputs file is read now and travels in the run: the worker that audits it may be another machine.
     outputs = outputs_text(candidate.value) if candidate.kind == "outputs_file" else ""
-    audited = CandidateSettings(candidate=str(candidate), commit=validate_commit(commit), outputs_jsonl=outputs)
+    audited = CandidateConfig(candidate=str(candidate), commit=validate_commit(commit), outputs_jsonl=outputs)
     configs: dict[str, Config | None] = {
         "document_chunks": chunking,
         "synthetic_qa": synthesis,
         "golden_set": verification,
         "candidate_outputs": audited,
-        "regression_report": report or ReportSettings(),
+        "regression_report": report or ReportConfig(),
     }
     selected = JOB_ASSETS[job_name]
     ops = {name: value for name, value in configs.items() if value is not None and name in selected}

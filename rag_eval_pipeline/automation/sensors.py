@@ -27,7 +27,7 @@ from rag_eval_pipeline.automation.run_config import lineage_run_config
 from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
 from rag_eval_pipeline.partitions import DATASET_VERSIONS, TENANTS, partition_key
-from rag_eval_pipeline.reporting.assets import ReportSettings
+from rag_eval_pipeline.reporting.assets import ReportConfig
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.synthesis.versions import latest_version
 
@@ -127,9 +127,9 @@ def branch_settings() -> dict | None:
     return followed.model_dump() if followed else None
 
 
-def audit_run_request(candidate: inbox.Candidate, version: str, main_branch: str = "main") -> RunRequest:
+def audit_run_request(candidate: inbox.CandidateCommit, version: str, main_branch: str = "main") -> RunRequest:
     """main_branch: the followed branch, whose passing candidates set and move the baseline, whatever its name."""
-    report = ReportSettings(branch=candidate.branch, main_branch=main_branch)
+    report = ReportConfig(branch=candidate.branch, main_branch=main_branch)
     return RunRequest(
         run_key=candidate.run_key,
         partition_key=partition_key(candidate.tenant, version),
@@ -236,7 +236,7 @@ def _follow_branch(followed, git_state, known, golden, run_requests, reasons) ->
         reasons.append(f"git branch {origin}: tenant {tenant!r} has no published golden set yet")
         return git_state
     for commit in commits:
-        candidate = inbox.Candidate(tenant, commit, entry, origin, followed["branch"])
+        candidate = inbox.CandidateCommit(tenant, commit, entry, origin, followed["branch"])
         run_requests.append(audit_run_request(candidate, version, followed["branch"]))
     git_state["last_seen"] = commits[-1]
     return git_state

@@ -14,14 +14,14 @@ import traceback
 
 import click
 
-OK, BLOCKED, ERROR = 0, 1, 2  # exit codes: done (or passed), blocked by a check or a regression, error
+EXIT_OK, EXIT_BLOCKED, EXIT_ERROR = 0, 1, 2  # done (or passed), blocked by a check or a regression, error
 
 # Bad input the domain raises outside ValueError/OSError, by module and class name: looked up only
 # when such an error happens, so that `rag-eval --help` never imports Dagster or the LLM client.
 _DOMAIN_BAD_INPUT = (
     ("rag_eval_pipeline.instance", "InstanceConfigError"),  # an unusable Dagster instance config
-    ("rag_eval_pipeline.core.llm.client", "JudgeUnavailable"),  # the judge server did not answer
-    ("rag_eval_pipeline.core.llm.client", "JudgeMisconfigured"),  # the judge server refused the request
+    ("rag_eval_pipeline.core.llm.client", "LLMUnavailable"),  # the judge server did not answer
+    ("rag_eval_pipeline.core.llm.client", "LLMMisconfigured"),  # the judge server refused the request
     ("sqlite3", "Error"),  # a cache path that is not a usable SQLite file (RAG_EVAL_WAREHOUSE, --cache)
 )
 
@@ -33,7 +33,7 @@ PRODUCTION_EXTRA_MODULES = frozenset({"alembic", "redis", "s3fs", "upath", "cele
 class BadInput(click.ClickException):
     """What the user gave cannot work; the message says what to fix."""
 
-    exit_code = ERROR
+    exit_code = EXIT_ERROR
 
 
 def run(command: click.Command, argv: list[str] | None) -> int:
@@ -49,14 +49,14 @@ def run(command: click.Command, argv: list[str] | None) -> int:
     except Exception as error:
         if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in PRODUCTION_EXTRA_MODULES:
             _error(f"{error}: production mode needs its extra: pip install 'rag_eval_pipeline[production]'")
-            return ERROR
+            return EXIT_ERROR
         if not _is_bad_input(error):
             traceback.print_exc()
             _error(f"internal error {type(error).__name__}: {error} (a bug: please report it with the trace above)")
-            return ERROR
+            return EXIT_ERROR
         _error(str(error))
-        return ERROR
-    return status if isinstance(status, int) else OK
+        return EXIT_ERROR
+    return status if isinstance(status, int) else EXIT_OK
 
 
 def _is_bad_input(error: Exception) -> bool:

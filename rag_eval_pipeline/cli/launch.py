@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from dagster import DagsterInstance, Definitions, Field, logger
 from dagster._utils.error import SerializableErrorInfo  # pyright: ignore[reportPrivateImportUsage]
 
-from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
+from rag_eval_pipeline.cli.errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK, BadInput
 
 CHECK_FAILED = "DagsterAssetCheckFailedError"  # the error class of a step whose blocking check failed
 RUN_LOG_LEVEL = "INFO"  # the assets' progress messages and warnings; Dagster's DEBUG events stay in the run log
@@ -38,19 +38,19 @@ class CheckFailure:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: int  # OK, BLOCKED or ERROR
+    status: int  # EXIT_OK, EXIT_BLOCKED or EXIT_ERROR
     run_id: str
     elapsed_s: float
     failed_checks: list[CheckFailure]
-    blocked_by: list[str]  # the blocking checks that failed, when status is BLOCKED
-    errors: list[str]  # 'error in <step>: <class>: <message>', when status is ERROR
+    blocked_by: list[str]  # the blocking checks that failed, when status is EXIT_BLOCKED
+    errors: list[str]  # 'error in <step>: <class>: <message>', when status is EXIT_ERROR
 
 
 def launch(
     instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate=None, report=None
 ) -> Outcome:
     """Run job_name on one partition; its outcome. candidate (a CandidateSpec, default the reference) and
-    report (ReportSettings) configure the audit; the commit is tagged on the run. The run executes in
+    report (ReportConfig) configure the audit; the commit is tagged on the run. The run executes in
     this process, or, when the instance hands runs to workers (production mode), on a worker: it is
     submitted to the instance's queue with its tenant's queue tags and waited for."""
     from rag_eval_pipeline.automation.submission import runs_elsewhere
@@ -217,12 +217,12 @@ def classify(run: RunRecords, elapsed_s: float) -> Outcome:
         CheckFailure(e.asset_check_key.name, e.asset_key.to_user_string(), _details(e)) for e in evaluations
     ]
     if run.success:
-        return Outcome(OK, run.run_id, elapsed_s, failed_checks, [], [])
+        return Outcome(EXIT_OK, run.run_id, elapsed_s, failed_checks, [], [])
     failures = run.step_failures
     errors = [f for f in failures if f.step_failure_data.error.cls_name != CHECK_FAILED]
     blocking = sorted({e.asset_check_key.name for e in evaluations if e.blocking is not False})
     if failures and not errors and blocking:
-        return Outcome(BLOCKED, run.run_id, elapsed_s, failed_checks, blocking, [])
+        return Outcome(EXIT_BLOCKED, run.run_id, elapsed_s, failed_checks, blocking, [])
     lines = [f"error in {f.step_key}: {_root_cause(f.step_failure_data.error)}" for f in errors]
     if not failures:  # the run failed (or was canceled) before any step did
         lines.append(
@@ -230,7 +230,7 @@ def classify(run: RunRecords, elapsed_s: float) -> Outcome:
             if isinstance(run.run_failure, SerializableErrorInfo)
             else f"error: {run.run_failure or 'the run failed before any step ran'}"
         )
-    return Outcome(ERROR, run.run_id, elapsed_s, failed_checks, [], lines)
+    return Outcome(EXIT_ERROR, run.run_id, elapsed_s, failed_checks, [], lines)
 
 
 def _details(evaluation) -> list[str]:
@@ -241,7 +241,7 @@ def _details(evaluation) -> list[str]:
 
 def _root_cause(error) -> str:
     """The error our code raised, not Dagster's wrappers around it. Its own causes are left out: our
-    errors already say what matters (a JudgeUnavailable names the URL, the openai error below it does not)."""
+    errors already say what matters (a LLMUnavailable names the URL, the openai error below it does not)."""
     while error.cause is not None and error.cls_name.startswith("Dagster"):
         error = error.cause
     # The recorded message starts with the (qualified) class name already: say it once.
@@ -254,7 +254,7 @@ class _RunMessages(logging.Handler):
     """What the run's assets and checks log (INFO and WARNING), one line each on stderr.
 
     Records that carry a Dagster event (step started, step failed with its stack trace, run failed)
-    and Dagster's own ERROR lines are left out: the CLI reports a failure from the run's records.
+    and Dagster's own EXIT_ERROR lines are left out: the CLI reports a failure from the run's records.
     """
 
     def emit(self, record: logging.LogRecord) -> None:

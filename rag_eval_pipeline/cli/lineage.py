@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK, BadInput
+from rag_eval_pipeline.cli.errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK, BadInput
 from rag_eval_pipeline.cli.options import partition_options, results_store, settings, stores
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT, DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
 
@@ -80,7 +80,7 @@ def register(tenant: str, version: str) -> int:
 
     key = register_partition(_instance(), tenant, version)
     click.echo(f"registered tenant {tenant!r}, dataset version {version!r} ({key})")
-    return OK
+    return EXIT_OK
 
 
 @click.command(help="materialize a job for a registered (tenant, version)")
@@ -109,7 +109,7 @@ def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> i
     instance = _instance()
     key = register_partition(instance, DEMO_TENANT, version)
     outcome = _run_job(instance, key, DEMO_TENANT, version, "full_pipeline", candidate, commit, promote_baseline)
-    if outcome.status == OK:
+    if outcome.status == EXIT_OK:
         click.echo("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
     return outcome.status
 
@@ -117,12 +117,12 @@ def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> i
 def _run_job(instance, key, tenant, version, job, candidate, commit, promote_baseline):
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.evaluation.candidates import CandidateSpec
-    from rag_eval_pipeline.reporting.assets import ReportSettings
+    from rag_eval_pipeline.reporting.assets import ReportConfig
 
     commit = _commit(commit, "--commit")
     spec = CandidateSpec.parse(candidate)
     # The operator's own runs: the first audit of a version becomes its baseline, as on the followed branch.
-    report = ReportSettings(promote_to_baseline=promote_baseline, first_audit_is_baseline=True)
+    report = ReportConfig(promote_to_baseline=promote_baseline, first_audit_is_baseline=True)
     outcome = launch(instance, job, key, commit, spec, report)
     _print_outcome(outcome, tenant, version, job, commit)
     return outcome
@@ -185,7 +185,7 @@ def gate(
     from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
     from rag_eval_pipeline.partitions import require_registered
-    from rag_eval_pipeline.reporting.assets import ReportSettings
+    from rag_eval_pipeline.reporting.assets import ReportConfig
 
     if junit:
         check_writable(junit)  # before the audit, not after it
@@ -195,7 +195,7 @@ def gate(
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
     _check_gate_inputs(opened, tenant, version, baseline)
-    report = ReportSettings(
+    report = ReportConfig(
         tolerance=tolerance,
         min_coverage=min_coverage,
         baseline_commit=baseline or "",
@@ -205,8 +205,8 @@ def gate(
     )
     outcome = launch(instance, "audit", key, commit, spec, report)
     _print_outcome(outcome, tenant, version, "audit", commit)
-    if outcome.status == ERROR:  # a blocked run still wrote its report: the verdict decides
-        return ERROR
+    if outcome.status == EXIT_ERROR:  # a blocked run still wrote its report: the verdict decides
+        return EXIT_ERROR
     return _print_verdict(warehouse, tenant, version, commit, outcome.run_id, junit)
 
 
@@ -277,24 +277,24 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
     click.echo(f"report: {warehouse.report_location(tenant, version, commit, run_id) / MARKDOWN_FILE}")
     outcome = decision(verdict)
     if outcome == PASSES:
-        return OK
+        return EXIT_OK
     if outcome == BLOCKS:
-        return BLOCKED
+        return EXIT_BLOCKED
     why = f"{', '.join(unmeasured['metric'])} measured on too few items (see above)" if len(unmeasured) else verdict
     click.echo(f"error: the gate cannot decide on commit {commit} ({tenant}/{version}): {why}", err=True)
-    return ERROR
+    return EXIT_ERROR
 
 
 def _print_outcome(outcome, tenant: str, version: str, job: str, commit: str) -> None:
     """The run's tables (done), or the checks that failed and then its tables (blocked) or its errors."""
-    if outcome.status == OK:
+    if outcome.status == EXIT_OK:
         _print_tables(outcome, tenant, version, job, commit)
         return
     for failure in outcome.failed_checks:
         click.echo(f"check {failure.check} on {failure.asset} failed:", err=True)
         for details in failure.details:
             click.echo(details, err=True)
-    if outcome.status == ERROR:
+    if outcome.status == EXIT_ERROR:
         for line in outcome.errors:
             click.echo(line, err=True)
         click.echo(f"run {outcome.run_id} failed after {outcome.elapsed_s:.1f} s", err=True)

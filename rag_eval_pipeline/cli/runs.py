@@ -11,7 +11,7 @@ import time
 
 import click
 
-from rag_eval_pipeline.cli.errors import OK, BadInput
+from rag_eval_pipeline.cli.errors import EXIT_OK, BadInput
 from rag_eval_pipeline.cli.options import settings
 
 FORCE_GRACE_S = 30.0  # how long `clear --force` waits for a canceled run to end before marking it failed
@@ -49,14 +49,14 @@ def stuck(tenant: str) -> int:
     found = examine(_instance(), tenant)
     if not found:
         click.echo(f"no queued or in-progress runs of {tenant}")
-        return OK
+        return EXIT_OK
     now = time.time()
     for run in found:
         click.echo(_describe(run, now))
     dead = sum(run.verdict.dead for run in found)
     if dead:
         click.echo(f"{dead} dead: `rag-eval runs clear --tenant {tenant}` marks {'it' if dead == 1 else 'them'} failed")
-    return OK
+    return EXIT_OK
 
 
 @runs.command(help="mark failed the tenant's runs whose process is gone, which frees their run slots")
@@ -95,7 +95,7 @@ def clear(tenant: str, run_id: str | None, force: bool) -> int:
                 f"left run {run.run_id} ({run.status.value}): {run.verdict.reason}"
                 + ("" if run.status.value == "QUEUED" else f"; `--run {run.run_id} --force` stops it anyway")
             )
-    return OK
+    return EXIT_OK
 
 
 def _describe(run, now: float) -> str:

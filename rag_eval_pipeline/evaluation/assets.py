@@ -10,12 +10,13 @@ from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.judging.judgement import total_usage
 from rag_eval_pipeline.core.judging.llm_judge import CALL_SERVES
 from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
+from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.evaluation.candidate_process import run_entry_point
 from rag_eval_pipeline.evaluation.candidates import (
     REFERENCE,
-    Candidate,
+    CandidatePipeline,
     CandidateSpec,
     outputs_from_text,
     outputs_text,
@@ -29,7 +30,7 @@ from rag_eval_pipeline.stores.layout import audited_commit
 from rag_eval_pipeline.synthesis.versions import require_published
 
 
-class CandidateSettings(Config):
+class CandidateConfig(Config):
     candidate: str = Field(
         default=REFERENCE,
         description="'reference' (the shipped retriever), 'package.module:function', or a path to a JSONL outputs "
@@ -52,7 +53,7 @@ class CandidateSettings(Config):
 )
 def candidate_outputs(
     context: AssetExecutionContext,
-    config: CandidateSettings,
+    config: CandidateConfig,
     embedder: EmbedderResource,
     warehouse: WarehouseResource,
     run_liveness: RunLivenessResource,
@@ -72,7 +73,7 @@ def candidate_outputs(
         outputs = run_candidate(_reference(config.top_k, embedder, document_chunks), items, config.timeout_s)
     frame = pd.DataFrame([asdict(o) for o in outputs])
     frame["candidate"], frame["commit"] = config.candidate, commit
-    failed = frame[frame["status"] != "ok"]
+    failed = frame[frame["status"] != OK]
     for row in failed.itertuples():
         context.log.warning(f"candidate failed on {row.qa_id}: {row.error}")
     return Output(
@@ -88,12 +89,12 @@ def candidate_outputs(
     )
 
 
-def _reference(top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> Candidate:
+def _reference(top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> CandidatePipeline:
     """The shipped pipeline: our own code, run in this process with the loaded embedding model."""
     return ReferenceCandidate(chunks["chunk_id"].tolist(), chunks["text"].tolist(), embedder.get(), top_k)
 
 
-class ScoringSettings(Config):
+class ScoringConfig(Config):
     k: int = Field(default=5, ge=1, description="Cut-off for hit rate@k and MRR.")
     metrics: list[str] = Field(default=list(ALL_METRICS), description="Metrics to compute.")
 
@@ -105,7 +106,7 @@ class ScoringSettings(Config):
 )
 def metric_scores(
     context: AssetExecutionContext,
-    config: ScoringSettings,
+    config: ScoringConfig,
     judge: JudgeResource,
     embedder: EmbedderResource,
     run_liveness: RunLivenessResource,
@@ -117,7 +118,7 @@ def metric_scores(
     frame, judgements = score_outputs(
         candidate_outputs, golden_set, active_judge, embedder.get(), config.metrics, config.k
     )
-    measured = frame[frame["status"] == "ok"]
+    measured = frame[frame["status"] == OK]
     return Output(
         frame,
         metadata=table_metadata(
@@ -126,7 +127,7 @@ def metric_scores(
             commit=commit,
             judge=active_judge.name,
             k=config.k,
-            unmeasured=int((frame["status"] != "ok").sum()),
+            unmeasured=int((frame["status"] != OK).sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
             judge_usage={
                 kind: {**counts, "serves": ", ".join(CALL_SERVES.get(kind, ()))}

@@ -23,12 +23,12 @@ from pydantic import BaseModel, StrictStr, ValidationError
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.judging.results import OK  # the one "ok" status, of an output as of a score
 from rag_eval_pipeline.core.text import field_text, scorable_text
 
-Candidate = Callable[[str], dict]
+CandidatePipeline = Callable[[str], dict]
 
-OK = "ok"
-FAILED = "failed"
+FAILED = "failed"  # a candidate output the candidate did not give (it raised, hung or answered malformed)
 
 REFERENCE = "reference"
 CandidateKind = Literal["reference", "entry_point", "outputs_file"]
@@ -163,7 +163,7 @@ def check_entry_allowed(spec: str, prefixes: tuple[str, ...]) -> str:
     return spec
 
 
-def load_entry_point(entry: CandidateSpec | str) -> Candidate:
+def load_entry_point(entry: CandidateSpec | str) -> CandidatePipeline:
     """The callable an entry point names; CandidateError when it cannot be imported or called."""
     spec = entry if isinstance(entry, CandidateSpec) else CandidateSpec("entry_point", entry)
     if spec.kind != "entry_point":
@@ -182,7 +182,7 @@ def load_entry_point(entry: CandidateSpec | str) -> Candidate:
             raise CandidateError(f"module {module_name!r} has no attribute {attribute!r}")
     if not callable(target):
         raise CandidateError(f"candidate {spec.value!r} is not callable")
-    return cast(Candidate, target)  # its replies are checked one by one (validate_output)
+    return cast(CandidatePipeline, target)  # its replies are checked one by one (validate_output)
 
 
 class _Context(BaseModel):
@@ -226,12 +226,12 @@ def _output_problem(where: tuple) -> str:
     return f"context at rank {where[1]} must be an object with a string 'text'"
 
 
-def run_candidate(candidate: Candidate, items: list[dict], timeout_s: float = 30.0) -> list[CandidateOutput]:
+def run_candidate(candidate: CandidatePipeline, items: list[dict], timeout_s: float = 30.0) -> list[CandidateOutput]:
     """Ask the candidate every golden question, one at a time, each bounded by `timeout_s`."""
     return [_ask(candidate, item["qa_id"], item["question"], timeout_s) for item in items]
 
 
-def _ask(candidate: Candidate, qa_id: str, question: str, timeout_s: float) -> CandidateOutput:
+def _ask(candidate: CandidatePipeline, qa_id: str, question: str, timeout_s: float) -> CandidateOutput:
     outcome: dict[str, Any] = {}
 
     def call() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline.core.judging.results import CANDIDATE_FAILED, SCORE_COLUMNS, MetricResult, unmeasured
+from rag_eval_pipeline.core.judging.results import CANDIDATE_FAILED, OK, SCORE_COLUMNS, MetricResult, unmeasured
 
 
 def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]:
@@ -38,7 +38,7 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
     """(score rows, judgements): answered items are judged in one batch; failed ones are unmeasured with why."""
     gold = golden.set_index("qa_id")
     records = outputs.to_dict("records")
-    answered = [i for i, output in enumerate(records) if output["status"] == "ok"]
+    answered = [i for i, output in enumerate(records) if output["status"] == OK]
     items = [_eval_item(records[i], gold.loc[records[i]["qa_id"]]) for i in answered]
     results, judgements = score_items(items, judge, embedder, metrics, k)
     scored = dict(zip(answered, results))

@@ -232,7 +232,7 @@ def _status(cell: dict) -> str:
 def summary_table(output: pd.DataFrame, metrics) -> str:
     lines = [f"{'metric':<22}{'mean':>8}  measured", "-" * 42]
     for metric in metrics:
-        measured = output.loc[output[f"{metric}_status"] == "ok", metric]
+        measured = output.loc[output[f"{metric}_status"] == OK, metric]
         mean = f"{float(measured.mean()):.3f}" if len(measured) else "n/a"
         lines.append(f"{metric:<22}{mean:>8}  {len(measured)}/{len(output)}")
     return "\n".join(lines)

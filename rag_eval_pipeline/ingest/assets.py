@@ -5,7 +5,7 @@ from dataclasses import asdict, fields
 import pandas as pd
 from dagster import AssetExecutionContext, Config, Output
 
-from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import Chunk, ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.parsing import Document, read_documents
 from rag_eval_pipeline.metadata import lineage_asset, lineage_multi_asset, lineage_table, table_metadata
 from rag_eval_pipeline.partitions import split_key
@@ -77,7 +77,7 @@ def _document_row(document: Document) -> dict:
     }
 
 
-class ChunkingSettings(Config):
+class ChunkingConfig(Config):
     max_tokens: int = 180
     overlap_tokens: int = 30
 
@@ -87,9 +87,9 @@ class ChunkingSettings(Config):
     "Structure-aware chunks (sections, paragraphs, pages) with stable ids <doc_id>#<n>.",
 )
 def document_chunks(
-    config: ChunkingSettings, run_liveness: RunLivenessResource, raw_documents: pd.DataFrame
+    config: ChunkingConfig, run_liveness: RunLivenessResource, raw_documents: pd.DataFrame
 ) -> Output[pd.DataFrame]:
-    settings = ChunkingConfig(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)
+    settings = ChunkingSettings(max_tokens=config.max_tokens, overlap_tokens=config.overlap_tokens)
     chunks = [
         asdict(chunk)
         for row in raw_documents.to_dict("records")

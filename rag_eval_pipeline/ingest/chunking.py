@@ -22,7 +22,7 @@ PROSE, TABLE = "prose", "table"
 
 
 @dataclass(frozen=True)
-class ChunkingConfig:
+class ChunkingSettings:
     max_tokens: int = 180
     overlap_tokens: int = 30
 
@@ -68,7 +68,7 @@ class _Group:
 _MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 
 
-def chunk_document(document: Document, config: ChunkingConfig = ChunkingConfig()) -> list[Chunk]:
+def chunk_document(document: Document, config: ChunkingSettings = ChunkingSettings()) -> list[Chunk]:
     groups = [  # (heading, group) in document order
         (heading, group)
         for heading, section_blocks in _by_section(_blocks(document))
@@ -211,7 +211,7 @@ def _by_section(blocks: list[_Block]):
         yield current[0].heading, current
 
 
-def _pack_section(blocks: list[_Block], config: ChunkingConfig) -> list[_Group]:
+def _pack_section(blocks: list[_Block], config: ChunkingSettings) -> list[_Group]:
     groups: list[_Group] = []
     for kind, run in _runs_of_one_kind(blocks):
         groups += [_Group(kind, pieces) for pieces in _pack_run(run, config)]
@@ -230,7 +230,7 @@ def _runs_of_one_kind(blocks: list[_Block]):
         yield current[0].kind, current
 
 
-def _pack_run(blocks: list[_Block], config: ChunkingConfig) -> list[list[tuple[str, int]]]:
+def _pack_run(blocks: list[_Block], config: ChunkingSettings) -> list[list[tuple[str, int]]]:
     groups: list[list[tuple[str, int]]] = []
     current: list[tuple[str, int]] = []
     size = 0

@@ -27,7 +27,7 @@ from rag_eval_pipeline.stores.layout import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.stores.protocols import BaselineChanged, BaselineStore, Promotion
 
 
-class ReportSettings(Config):
+class ReportConfig(Config):
     tolerance: float = Field(
         default=DEFAULT_TOLERANCE,
         ge=0,
@@ -93,7 +93,7 @@ class ReportSettings(Config):
 )
 def regression_report(
     context: AssetExecutionContext,
-    config: ReportSettings,
+    config: ReportConfig,
     warehouse: WarehouseResource,
     judge: JudgeResource,
     embedder: EmbedderResource,
@@ -167,7 +167,7 @@ class ScoredRun:
 
 def _judge_against_baseline(
     context,
-    config: ReportSettings,
+    config: ReportConfig,
     baselines: BaselineStore,
     tenant: str,
     version: str,

@@ -21,7 +21,7 @@ def passed_on(branch: str) -> str:
 
 @dataclass(frozen=True)
 class PromotionPolicy:
-    """What a run was asked about its audit becoming the baseline (ReportSettings)."""
+    """What a run was asked about its audit becoming the baseline (ReportConfig)."""
 
     explicit: bool = False  # promote it, whatever the verdict (a person's decision), if it was measured enough
     branch: str = ""  # the candidate's branch ("" when not said: a local run, a manifest without one)

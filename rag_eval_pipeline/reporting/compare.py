@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
-from rag_eval_pipeline.core.judging.results import CANDIDATE, JUDGE, NOT_APPLICABLE, unmeasured_cause
+from rag_eval_pipeline.core.judging.results import CANDIDATE, JUDGE, NOT_APPLICABLE, OK, unmeasured_cause
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240605  # fixed: the same scores always give the same interval
@@ -228,7 +228,7 @@ class Coverage:
 
 def coverage_of(scores: pd.DataFrame) -> Coverage:
     """What one metric's score rows say about how far it was measured."""
-    unmeasured = scores[(scores["status"] != "ok") | scores["score"].isna()]
+    unmeasured = scores[(scores["status"] != OK) | scores["score"].isna()]
     causes = unmeasured["reason"].fillna("").astype(str).map(unmeasured_cause)
     reasons = {cause: group.value_counts() for cause, group in unmeasured["reason"].astype(str).groupby(causes)}
     count = causes.value_counts()
@@ -341,7 +341,7 @@ def bootstrap_interval(
 
 
 def _measured(scores: pd.DataFrame) -> pd.DataFrame:
-    return scores[(scores["status"] == "ok") & scores["score"].notna()]
+    return scores[(scores["status"] == OK) & scores["score"].notna()]
 
 
 def _pairs(candidate: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:

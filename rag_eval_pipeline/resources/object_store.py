@@ -18,7 +18,7 @@ from upath import UPath
 
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.stores.layout import AUDIT_TABLES
-from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreSettings
 
 
 class ObjectStoreUPathIOManager(UPathIOManager):
@@ -96,7 +96,7 @@ class ObjectStoreIOManager(ConfigurableIOManagerFactory):
 
     def object_store(self) -> ObjectStore:
         return ObjectStore(
-            ObjectStoreConfig(
+            ObjectStoreSettings(
                 base_url=self.base_url,
                 endpoint_url=self.endpoint_url,
                 access_key_id=self.access_key_id,

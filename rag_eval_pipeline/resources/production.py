@@ -15,7 +15,7 @@ from rag_eval_pipeline.resources.warehouse import loaded_table, read_table, stor
 from rag_eval_pipeline.stores import results_database
 from rag_eval_pipeline.stores.database.results import DatabaseStore
 from rag_eval_pipeline.stores.local import Warehouse
-from rag_eval_pipeline.stores.object_store import ObjectStoreConfig, shared_object_store
+from rag_eval_pipeline.stores.object_store import ObjectStoreSettings, shared_object_store
 from rag_eval_pipeline.stores.version_tables import VersionTables
 
 # The evaluation records (what a gate, a baseline and a person reviewing a golden set read): in the
@@ -68,7 +68,7 @@ class ProductionIOManager(ConfigurableIOManager):
     def _object_store(self) -> ObjectStoreUPathIOManager:
         return ObjectStoreUPathIOManager(
             shared_object_store(
-                ObjectStoreConfig(
+                ObjectStoreSettings(
                     base_url=self.object_store_url,
                     endpoint_url=self.object_store_endpoint,
                     access_key_id=self.access_key_id,

@@ -43,7 +43,7 @@ class MissingTableError(FileNotFoundError):
 
 
 @dataclass(frozen=True)
-class ObjectStoreConfig:
+class ObjectStoreSettings:
     base_url: str  # s3://bucket/prefix
     endpoint_url: str  # the S3 server, e.g. http://127.0.0.1:8333
     access_key_id: str
@@ -125,7 +125,7 @@ def to_parquet_bytes(frame: pd.DataFrame) -> bytes:
 class ObjectStore:
     """The tables of every tenant in one bucket; `write`/`read`/`exists` as on the local Warehouse."""
 
-    def __init__(self, config: ObjectStoreConfig):
+    def __init__(self, config: ObjectStoreSettings):
         self.config = config
         self._fs = None
         self._pid = os.getpid()
@@ -207,13 +207,13 @@ class ObjectStore:
 
 
 @functools.cache
-def shared_object_store(config: ObjectStoreConfig) -> ObjectStore:
+def shared_object_store(config: ObjectStoreSettings) -> ObjectStore:
     """One ObjectStore (and its connection pool) per configuration and process."""
     return ObjectStore(config)
 
 
 class _StoreErrors:
-    def __init__(self, config: ObjectStoreConfig, action: str, path: str):
+    def __init__(self, config: ObjectStoreSettings, action: str, path: str):
         self.config, self.action, self.path = config, action, path
 
     def __enter__(self) -> None:
@@ -240,7 +240,7 @@ def _error_code(error: BaseException) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def describe(config: ObjectStoreConfig, action: str, path: str, error: BaseException) -> str:
+def describe(config: ObjectStoreSettings, action: str, path: str, error: BaseException) -> str:
     """One line: what failed, on which store, and what to check."""
     code = _error_code(error)
     if code == "NoSuchBucket" or isinstance(error, FileNotFoundError):

@@ -51,7 +51,7 @@ def chunk_clusters(
     )
 
 
-class SynthesisSettings(Config):
+class SynthesisConfig(Config):
     n_items: int = Field(default=40, description="Items to generate before verification.")
     type_mix: dict[str, float] = Field(
         default=DEFAULT_MIX, description="Share of each question type: simple, reasoning, multi_context, unanswerable."
@@ -87,7 +87,7 @@ class SynthesisSettings(Config):
 )
 def synthetic_qa(
     context: AssetExecutionContext,
-    config: SynthesisSettings,
+    config: SynthesisConfig,
     judge: JudgeResource,
     run_liveness: RunLivenessResource,
     raw_documents: pd.DataFrame,

@@ -19,12 +19,12 @@ from typing import cast
 
 from pydantic import BaseModel, ConfigDict
 
-from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import (
     RETRY_REMINDER,
-    JudgeMisconfigured,
-    JudgeUnavailable,
+    LLMMisconfigured,
     LLMSettings,
+    LLMUnavailable,
     StructuredLLM,
 )
 from rag_eval_pipeline.synthesis.items import (
@@ -98,11 +98,11 @@ class QuestionOnly(_Strict):
     question: str
 
 
-class GeneratorUnavailable(JudgeUnavailable):
-    """The generator's server could not be reached (a JudgeUnavailable, so existing handlers still catch it)."""
+class GeneratorUnavailable(LLMUnavailable):
+    """The generator's server could not be reached (a LLMUnavailable, so existing handlers still catch it)."""
 
 
-class GeneratorMisconfigured(JudgeMisconfigured):
+class GeneratorMisconfigured(LLMMisconfigured):
     """The generator's server refused the request itself (wrong model, response_format, prompt too long)."""
 
 
@@ -120,9 +120,9 @@ class LLMGenerator:
     def generate(self, tasks: list[GenerationTask]) -> list[Outcome]:
         try:
             return asyncio.run(self._generate_all(tasks))
-        except JudgeMisconfigured as error:
+        except LLMMisconfigured as error:
             raise GeneratorMisconfigured(_as_generator(error)) from error
-        except JudgeUnavailable as error:
+        except LLMUnavailable as error:
             raise GeneratorUnavailable(_as_generator(error)) from error
 
     async def _generate_all(self, tasks: list[GenerationTask]) -> list[Outcome]:
@@ -155,7 +155,7 @@ class LLMGenerator:
 
 def build_llm_generator(settings: LLMSettings, cache_path: str | None = None) -> LLMGenerator:
     """The LLM generator with its on-disk call cache (in memory when no path is given)."""
-    return LLMGenerator(StructuredLLM(settings, JudgeCache(cache_path or None)))
+    return LLMGenerator(StructuredLLM(settings, LLMCallCache(cache_path or None)))
 
 
 # --- prompts ---------------------------------------------------------------------------------------

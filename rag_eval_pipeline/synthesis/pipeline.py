@@ -20,7 +20,7 @@ import pandas as pd
 from rag_eval_pipeline.core.embeddings import Embedder, progress_logger
 from rag_eval_pipeline.core.judging.judge import Judge
 from rag_eval_pipeline.core.llm.client import LLMSettings
-from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.parsing import Rejection, read_documents
 from rag_eval_pipeline.synthesis.clustering import cluster_chunks, cluster_labels
 from rag_eval_pipeline.synthesis.generation import generate_items
@@ -180,7 +180,7 @@ def from_folder(
     if not documents.documents:
         reasons = "; ".join(f"{r.path}: {r.reason}" for r in documents.rejections[:5]) or "the folder holds no files"
         raise ValueError(f"no readable document in {folder} ({reasons})")
-    chunks = pd.DataFrame([asdict(c) for d in documents.documents for c in chunk_document(d, ChunkingConfig())])
+    chunks = pd.DataFrame([asdict(c) for d in documents.documents for c in chunk_document(d, ChunkingSettings())])
     if chunks.empty:  # e.g. documents with nothing but headings: no paragraph to write a question from
         names = ", ".join(d.path for d in documents.documents[:5])
         raise ValueError(f"the documents in {folder} hold no paragraphs of text to write questions from ({names})")

@@ -7,16 +7,16 @@ from rag_eval_pipeline.automation.jobs import audit_job, full_pipeline_job, synt
 from rag_eval_pipeline.automation.run_config import lineage_run_config
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
 from rag_eval_pipeline.evaluation.candidates import CandidateSpec
-from rag_eval_pipeline.ingest.assets import ChunkingSettings
-from rag_eval_pipeline.reporting.assets import ReportSettings
-from rag_eval_pipeline.synthesis.assets import SynthesisSettings, VerificationConfig
+from rag_eval_pipeline.ingest.assets import ChunkingConfig
+from rag_eval_pipeline.reporting.assets import ReportConfig
+from rag_eval_pipeline.synthesis.assets import SynthesisConfig, VerificationConfig
 
 EVERYTHING = dict(
     candidate=CandidateSpec.parse("rag_eval_pipeline_tests.candidates:no_retrieval"),
     commit="abc1234",
-    report=ReportSettings(tolerance=0.1, branch="main", promote_to_baseline=True),
-    chunking=ChunkingSettings(max_tokens=120),
-    synthesis=SynthesisSettings(n_items=3),
+    report=ReportConfig(tolerance=0.1, branch="main", promote_to_baseline=True),
+    chunking=ChunkingConfig(max_tokens=120),
+    synthesis=SynthesisConfig(n_items=3),
     verification=VerificationConfig(round_trip_k=3),
 )
 

@@ -41,13 +41,13 @@ def test_a_bad_tenant_is_refused():
 
 
 def test_the_runs_the_sensors_request_go_to_their_tenants_queue(monkeypatch):
-    from rag_eval_pipeline.automation.inbox import Candidate
+    from rag_eval_pipeline.automation.inbox import CandidateCommit
     from rag_eval_pipeline.automation.sensors import audit_run_request
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC
 
     monkeypatch.setenv(queues.LARGE_TENANTS_VARIABLE, "acme")
     tags = {
-        tenant: audit_run_request(Candidate(tenant, "c1", REFERENCE_SPEC, "manifest.json"), "v1").tags
+        tenant: audit_run_request(CandidateCommit(tenant, "c1", REFERENCE_SPEC, "manifest.json"), "v1").tags
         for tenant in ("acme", "demo")
     }
     assert tags["acme"][queues.QUEUE_TAG] == queues.QUEUES["large"]

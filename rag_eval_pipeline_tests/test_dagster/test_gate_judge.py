@@ -36,5 +36,5 @@ def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(synt
 
     assert completed.returncode == 2, completed.stdout + completed.stderr
     [error_line] = [line for line in completed.stderr.splitlines() if line.startswith("error in ")]
-    assert error_line.startswith("error in metric_scores: JudgeUnavailable: ")
+    assert error_line.startswith("error in metric_scores: LLMUnavailable: ")
     assert f"judge server at {url} did not answer: connection failed" in error_line

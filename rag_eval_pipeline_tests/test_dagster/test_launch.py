@@ -12,7 +12,7 @@ from dagster import (
     in_process_executor,
 )
 
-from rag_eval_pipeline.cli.errors import BLOCKED, ERROR, OK
+from rag_eval_pipeline.cli.errors import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
 from rag_eval_pipeline.cli.launch import classify, records_of_result, records_of_run, terminal_logger
 from rag_eval_pipeline.cli.lineage import JOBS
 from rag_eval_pipeline.definitions import build_definitions
@@ -77,7 +77,7 @@ def _run(job: str):
 def test_a_failed_blocking_check_blocks_the_run(capsys):
     outcome = _run("blocked")
 
-    assert outcome.status == BLOCKED
+    assert outcome.status == EXIT_BLOCKED
     assert outcome.blocked_by == ["table_is_good"]  # the non-blocking failure does not block
     assert {f.check: f.details for f in outcome.failed_checks} == {
         "table_is_good": ["row 3: no question"],
@@ -91,13 +91,13 @@ def test_a_failed_blocking_check_blocks_the_run(capsys):
 def test_an_error_in_an_asset_is_an_error_with_its_own_class(capsys):
     outcome = _run("failing")
 
-    assert outcome.status == ERROR and outcome.blocked_by == []
+    assert outcome.status == EXIT_ERROR and outcome.blocked_by == []
     assert outcome.errors == ["error in broken: ValueError: the judge said no"]
     assert "Stack Trace" not in capsys.readouterr().err
 
 
 def test_a_run_that_succeeds_is_ok():
-    assert _run("fine").status == OK
+    assert _run("fine").status == EXIT_OK
 
 
 def test_the_cli_offers_the_code_locations_jobs():

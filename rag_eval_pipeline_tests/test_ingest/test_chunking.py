@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval_pipeline.core.text import split_sentences, tokens
-from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.parsing import Document, read_document, read_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def _long_paragraph(n: int = 12) -> str:
 # --- size limit ------------------------------------------------------------------------------
 
 
-def _assert_within_max_tokens(document: Document, config: ChunkingConfig) -> None:
+def _assert_within_max_tokens(document: Document, config: ChunkingSettings) -> None:
     chunks = chunk_document(document, config)
 
     assert len(chunks) > 3
@@ -92,7 +92,7 @@ def _assert_within_max_tokens(document: Document, config: ChunkingConfig) -> Non
         assert 1 <= chunk.page_start <= chunk.page_end <= len(document.pages)
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
+@pytest.mark.parametrize("config", [ChunkingSettings(), ChunkingSettings(64, 0), ChunkingSettings(16, 0)], ids=str)
 @pytest.mark.parametrize(
     "filename",
     [
@@ -106,13 +106,13 @@ def test_no_chunk_of_our_pdfs_exceeds_max_tokens(awkward_corpus, filename, confi
     _assert_within_max_tokens(read_document(awkward_corpus.root / filename, filename), config)
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(64, 0), ChunkingConfig(16, 0)], ids=str)
+@pytest.mark.parametrize("config", [ChunkingSettings(), ChunkingSettings(64, 0), ChunkingSettings(16, 0)], ids=str)
 @pytest.mark.parametrize("filename", ["The-Man-Without-A-Body.pdf", "CC_License_Agreement_of_siMPle.pdf"])
 def test_no_chunk_of_a_real_pdf_exceeds_max_tokens(shared_corpus, filename, config):
     _assert_within_max_tokens(read_document(shared_corpus / "pdfs" / filename, filename), config)
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(40, 10), ChunkingConfig(16, 0)], ids=str)
+@pytest.mark.parametrize("config", [ChunkingSettings(), ChunkingSettings(40, 10), ChunkingSettings(16, 0)], ids=str)
 @pytest.mark.parametrize("filename", DEMO_MARKUP)
 def test_no_chunk_of_markdown_exceeds_max_tokens(filename, config):
     document = read_document(DEMO / filename, filename)
@@ -129,7 +129,7 @@ def test_overlap_never_pushes_a_chunk_over_max_tokens(tmp_path):
     assert n_tokens(short) <= 5 and n_tokens(long) <= 20 and n_tokens(short) + n_tokens(long) > 20
     document = _markdown(tmp_path, "crates.md", f"# Crates\n\n{short} {long}\n")
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=20, overlap_tokens=5))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=20, overlap_tokens=5))
 
     assert all(c.n_tokens <= 20 for c in chunks), [(c.n_tokens, c.text) for c in chunks]
 
@@ -138,7 +138,7 @@ def test_overlap_never_pushes_a_chunk_over_max_tokens(tmp_path):
 def test_our_pdf_with_overlap_stays_within_max_tokens(awkward_corpus, filename):
     document = read_document(awkward_corpus.furniture / filename, filename)
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=64, overlap_tokens=10))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=64, overlap_tokens=10))
 
     assert len(chunks) > 10
     assert max(c.n_tokens for c in chunks) <= 64
@@ -147,7 +147,7 @@ def test_our_pdf_with_overlap_stays_within_max_tokens(awkward_corpus, filename):
 def test_real_pdf_with_overlap_stays_within_max_tokens(shared_corpus):
     document = read_document(shared_corpus / "pdfs" / "CC_License_Agreement_of_siMPle.pdf", "cc.pdf")
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=64, overlap_tokens=10))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=64, overlap_tokens=10))
 
     assert max(c.n_tokens for c in chunks) <= 64
 
@@ -164,7 +164,7 @@ def test_chunks_never_cross_a_markdown_heading(tmp_path):
     )
     document = _markdown(tmp_path, "handbook.md", text)
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=180, overlap_tokens=10))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=180, overlap_tokens=10))
 
     # Everything fits in one chunk by size, yet each section gets its own chunk(s).
     assert [c.heading for c in chunks] == ["Handbook", "Alpha", "Beta", "Gamma"]
@@ -174,7 +174,7 @@ def test_chunks_never_cross_a_markdown_heading(tmp_path):
     assert "##" not in " ".join(c.text for c in chunks)
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(40, 10)], ids=str)
+@pytest.mark.parametrize("config", [ChunkingSettings(), ChunkingSettings(40, 10)], ids=str)
 @pytest.mark.parametrize("filename", DEMO_MARKUP)
 def test_every_chunk_of_a_demo_document_lies_within_its_section(filename, config):
     raw = (DEMO / filename).read_text(encoding="utf-8")
@@ -204,7 +204,7 @@ def test_every_chunk_of_a_demo_document_lies_within_its_section(filename, config
 def test_chunk_ids_are_doc_id_hash_position(filename):
     document = read_document(DEMO / filename, filename)
 
-    chunks = chunk_document(document, ChunkingConfig(60, 10))
+    chunks = chunk_document(document, ChunkingSettings(60, 10))
 
     assert len(chunks) > 3
     assert [c.chunk_id for c in chunks] == [f"{document.doc_id}#{n}" for n in range(len(chunks))]
@@ -214,7 +214,7 @@ def test_chunk_ids_are_doc_id_hash_position(filename):
 
 def test_adding_another_document_does_not_change_a_documents_chunks(tmp_path):
     shutil.copy(DEMO / "routewise-api-spec.md", tmp_path / "routewise-api-spec.md")
-    config = ChunkingConfig(60, 10)
+    config = ChunkingSettings(60, 10)
 
     def chunks_of_spec():
         documents = {d.path: d for d in read_documents(tmp_path).documents}
@@ -250,7 +250,7 @@ def test_pieces_of_a_long_paragraph_share_overlap_text(tmp_path):
     sentences = split_sentences(paragraph)
     assert len(sentences) == 12 and all(n_tokens(s) <= 20 for s in sentences)
     document = _markdown(tmp_path, "rules.md", f"# Rules\n\n{paragraph}\n")
-    config = ChunkingConfig(max_tokens=60, overlap_tokens=20)
+    config = ChunkingSettings(max_tokens=60, overlap_tokens=20)
 
     chunks = chunk_document(document, config)
 
@@ -270,7 +270,7 @@ def test_without_overlap_each_sentence_appears_exactly_once(tmp_path):
     paragraph = _long_paragraph(12)
     document = _markdown(tmp_path, "rules.md", f"# Rules\n\n{paragraph}\n")
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=60, overlap_tokens=0))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=60, overlap_tokens=0))
 
     assert len(chunks) >= 3
     emitted = [s for c in chunks for s in split_sentences(c.text)]
@@ -281,7 +281,7 @@ def test_a_sentence_longer_than_a_chunk_is_split_without_losing_tokens(tmp_path)
     sentence = " ".join(f"word{i}" for i in range(50)) + "."
     document = _markdown(tmp_path, "run-on.md", f"# Run on\n\n{sentence}\n")
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=20, overlap_tokens=0))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=20, overlap_tokens=0))
 
     assert len(chunks) >= 3
     assert all(c.n_tokens <= 20 for c in chunks)
@@ -297,19 +297,19 @@ def test_a_sentence_longer_than_a_chunk_is_split_without_losing_tokens(tmp_path)
 )
 def test_invalid_configs_raise_value_error(max_tokens, overlap_tokens):
     with pytest.raises(ValueError):
-        ChunkingConfig(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+        ChunkingSettings(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
 
 
 @pytest.mark.parametrize("max_tokens, overlap_tokens", [(16, 0), (16, 7), (180, 89), (180, 30)])
 def test_boundary_configs_are_accepted(max_tokens, overlap_tokens):
-    config = ChunkingConfig(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+    config = ChunkingSettings(max_tokens=max_tokens, overlap_tokens=overlap_tokens)
     assert (config.max_tokens, config.overlap_tokens) == (max_tokens, overlap_tokens)
 
 
 # --- no text lost ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [ChunkingConfig(), ChunkingConfig(40, 10)], ids=str)
+@pytest.mark.parametrize("config", [ChunkingSettings(), ChunkingSettings(40, 10)], ids=str)
 @pytest.mark.parametrize("filename", DEMO_MARKUP)
 def test_every_sentence_of_a_markdown_document_is_in_some_chunk(filename, config):
     raw = (DEMO / filename).read_text(encoding="utf-8")
@@ -332,7 +332,7 @@ def test_wrapped_lines_and_lists_keep_all_their_words(tmp_path):
     )
     document = _markdown(tmp_path, "packing.md", text)
 
-    joined = " ".join(c.text for c in chunk_document(document, ChunkingConfig(16, 0)))
+    joined = " ".join(c.text for c in chunk_document(document, ChunkingSettings(16, 0)))
 
     body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert tokens(joined) == [t for line in body for t in tokens(line)]
@@ -342,7 +342,7 @@ def test_with_no_overlap_the_token_stream_of_a_demo_document_is_preserved():
     document = read_document(DEMO / "oncall-handbook.txt", "oncall-handbook.txt")
     body = [line for line in document.text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
-    chunks = chunk_document(document, ChunkingConfig(16, 0))
+    chunks = chunk_document(document, ChunkingSettings(16, 0))
 
     assert [t for c in chunks for t in tokens(c.text)] == [t for line in body for t in tokens(line)]
 
@@ -380,7 +380,7 @@ def test_plain_text_title_and_section_lines_are_headings_not_part_of_a_sentence(
     )
     document = _markdown(tmp_path, "dock.txt", text)
 
-    chunks = chunk_document(document, ChunkingConfig())
+    chunks = chunk_document(document, ChunkingSettings())
 
     by_heading = {c.heading: c.text for c in chunks}
     assert by_heading["Night shifts"].startswith("Night shifts end at 22:00")

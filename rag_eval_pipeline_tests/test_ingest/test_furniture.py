@@ -19,7 +19,7 @@ from pypdf import PdfReader
 
 from rag_eval_pipeline.core.text import is_table_like, tokens
 from rag_eval_pipeline.ingest.assets import _as_document, _document_row
-from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.furniture import EDGE_LINES, is_furniture_text, strip_furniture
 from rag_eval_pipeline.ingest.parsing import Document, read_document
 from rag_eval_pipeline_tests.support import awkward_pdfs as awkward
@@ -573,7 +573,7 @@ def test_a_table_block_becomes_a_table_chunk_and_keeps_its_text(tmp_path):
     )
     document = _text_document(tmp_path, "jobs.txt", text)
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=180, overlap_tokens=0))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=180, overlap_tokens=0))
 
     tables = [c for c in chunks if c.kind == "table"]
     assert len(tables) == 1
@@ -591,7 +591,7 @@ def test_a_long_table_is_packed_into_table_chunks_within_the_size_limit(tmp_path
         tmp_path, "berths.txt", "Berths\n\nEvery berth is listed below.\n\n" + "\n".join(rows) + "\n"
     )
 
-    chunks = chunk_document(document, ChunkingConfig(max_tokens=40, overlap_tokens=0))
+    chunks = chunk_document(document, ChunkingSettings(max_tokens=40, overlap_tokens=0))
 
     tables = [c for c in chunks if c.kind == "table"]
     assert len(tables) > 3 and all(c.n_tokens <= 40 for c in tables)
@@ -719,7 +719,7 @@ def test_a_number_heavy_line_that_runs_on_into_the_next_stays_prose(tmp_path):
     )
     document = _text_document(tmp_path, "growth.txt", text)
 
-    chunks = chunk_document(document, ChunkingConfig())
+    chunks = chunk_document(document, ChunkingSettings())
 
     assert [c.kind for c in chunks] == ["prose"]
     assert "Population rose from 1,200 (1990) to 3,400 (2010), driven by new housing" in chunks[0].text

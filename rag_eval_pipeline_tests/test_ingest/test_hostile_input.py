@@ -20,7 +20,7 @@ from dagster import instance_for_test, materialize
 
 from rag_eval_pipeline.automation import inbox
 from rag_eval_pipeline.definitions import ALL_ASSETS, local_resources
-from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.parsing import UnreadableDocument, list_folder, read_documents, read_inside
 from rag_eval_pipeline.partitions import register_partition
 from rag_eval_pipeline.resources.documents import DocumentsResource
@@ -249,7 +249,7 @@ def test_text_with_nul_bytes_is_rejected_as_binary(root):
 
 def test_a_two_megabyte_single_word_chunks_into_bounded_chunks_quickly(root):
     (root / "acme" / "word.txt").write_text("a" * 2_000_000, encoding="utf-8")
-    config = ChunkingConfig(max_tokens=180, overlap_tokens=0)
+    config = ChunkingSettings(max_tokens=180, overlap_tokens=0)
 
     started = time.perf_counter()
     document = {d.path: d for d in read_documents(root / "acme").documents}["word.txt"]

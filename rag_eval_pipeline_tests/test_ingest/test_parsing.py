@@ -10,7 +10,7 @@ import pytest
 from fpdf import FPDF
 from pypdf import PdfReader, PdfWriter
 
-from rag_eval_pipeline.ingest.chunking import ChunkingConfig, chunk_document
+from rag_eval_pipeline.ingest.chunking import ChunkingSettings, chunk_document
 from rag_eval_pipeline.ingest.parsing import (
     Document,
     UnreadableDocument,
@@ -270,7 +270,7 @@ def test_right_to_left_text_is_read_in_reading_order(awkward_corpus):
 def test_two_columns_are_read_column_after_column(awkward_corpus):
     document = read_document(awkward_corpus.edge / "two-columns.pdf", "two-columns.pdf")
 
-    joined = " ".join(c.text for c in chunk_document(document, ChunkingConfig(max_tokens=180, overlap_tokens=0)))
+    joined = " ".join(c.text for c in chunk_document(document, ChunkingSettings(max_tokens=180, overlap_tokens=0)))
 
     assert len(awkward_corpus.column_paragraphs) > 10
     for paragraph in awkward_corpus.column_paragraphs:  # the left column's lines, then the right one's

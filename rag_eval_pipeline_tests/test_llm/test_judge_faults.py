@@ -20,8 +20,8 @@ import pytest
 
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline.core.llm.cache import JudgeCache
-from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
+from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline_tests.fake_openai_server import DROP, HANG, REFUSE, FakeOpenAIServer, Reply
 
 ITEMS = [
@@ -39,7 +39,7 @@ GOOD = Reply(200, json.dumps({"statements": [{"statement": "They are kept.", "ve
 FAST = {"retry-after-ms": "10"}  # the server asks for a 10 ms wait before the retry
 
 
-def _judge(server: FakeOpenAIServer, cache: JudgeCache, **settings) -> LLMJudge:
+def _judge(server: FakeOpenAIServer, cache: LLMCallCache, **settings) -> LLMJudge:
     settings = {"concurrency": 1, "max_retries": 2, **settings}  # concurrency 1: requests come in item order
     return LLMJudge(StructuredLLM(LLMSettings(base_url=server.base_url, model="fake", **settings), cache))
 
@@ -54,7 +54,7 @@ def _statuses(judge: LLMJudge, embedder) -> Counter:
     return Counter(result.status for result in flat)
 
 
-def _rerun_requests(cache: JudgeCache, embedder) -> int:
+def _rerun_requests(cache: LLMCallCache, embedder) -> int:
     """Rerun against a healthy server with the same cache: every item is scored; returns the requests sent."""
     with FakeOpenAIServer(default=GOOD) as healthy:
         assert _statuses(_judge(healthy, cache), embedder) == {"ok": len(ITEMS)}
@@ -79,7 +79,7 @@ def _rerun_requests(cache: JudgeCache, embedder) -> int:
     ],
 )
 def test_faults_that_do_not_stop_the_run(embedder, script, statuses, requests, rerun_requests):
-    cache = JudgeCache()
+    cache = LLMCallCache()
     with FakeOpenAIServer(script, default=GOOD) as server:
         assert _statuses(_judge(server, cache), embedder) == statuses
     assert len(server.requests) == requests
@@ -90,14 +90,14 @@ def test_faults_that_do_not_stop_the_run(embedder, script, statuses, requests, r
 def test_a_429_waits_for_retry_after_then_scores(embedder):
     with FakeOpenAIServer([Reply(429, "rate limited", headers={"Retry-After": "1"})], default=GOOD) as server:
         started = time.monotonic()
-        assert _statuses(_judge(server, JudgeCache()), embedder) == {"ok": 3}
+        assert _statuses(_judge(server, LLMCallCache()), embedder) == {"ok": 3}
         waited = time.monotonic() - started
     assert len(server.requests) == 4
     assert waited >= 1.0  # the server's Retry-After, not the client's own shorter backoff
 
 
-def _failing_run(server: FakeOpenAIServer, cache: JudgeCache, embedder, **settings) -> str:
-    with pytest.raises(JudgeUnavailable) as raised:
+def _failing_run(server: FakeOpenAIServer, cache: LLMCallCache, embedder, **settings) -> str:
+    with pytest.raises(LLMUnavailable) as raised:
         _statuses(_judge(server, cache, **settings), embedder)
     message = str(raised.value)
     assert server.base_url in message
@@ -105,7 +105,7 @@ def _failing_run(server: FakeOpenAIServer, cache: JudgeCache, embedder, **settin
 
 
 def test_a_server_that_keeps_answering_503_stops_the_run_after_its_retries(embedder, tmp_path):
-    cache = JudgeCache(tmp_path / "calls.sqlite")
+    cache = LLMCallCache(tmp_path / "calls.sqlite")
     with FakeOpenAIServer(default=Reply(503, "loading model", headers=FAST)) as server:
         message = _failing_run(server, cache, embedder, max_retries=2)
     assert "HTTP 503 (loading model) after 3 attempts" in message
@@ -114,11 +114,11 @@ def test_a_server_that_keeps_answering_503_stops_the_run_after_its_retries(embed
         in message
     )
     assert len(server.requests) == 3  # one call's 3 attempts; the other items were not sent to a failing server
-    assert _rerun_requests(JudgeCache(tmp_path / "calls.sqlite"), embedder) == 3
+    assert _rerun_requests(LLMCallCache(tmp_path / "calls.sqlite"), embedder) == 3
 
 
 def test_a_hanging_server_fails_after_timeout_times_attempts(embedder):
-    cache = JudgeCache()
+    cache = LLMCallCache()
     with FakeOpenAIServer(default=Reply(action=HANG)) as server:
         started = time.monotonic()
         message = _failing_run(server, cache, embedder, timeout_s=0.5, max_retries=1)
@@ -130,7 +130,7 @@ def test_a_hanging_server_fails_after_timeout_times_attempts(embedder):
 
 
 def test_a_connection_refused_mid_run_keeps_what_finished_and_a_rerun_resumes(embedder):
-    cache = JudgeCache()
+    cache = LLMCallCache()
     with FakeOpenAIServer([GOOD, Reply(action=REFUSE)]) as server:
         message = _failing_run(server, cache, embedder, max_retries=1)
     assert "did not answer: connection failed" in message and "after 2 attempts" in message
@@ -140,7 +140,7 @@ def test_a_connection_refused_mid_run_keeps_what_finished_and_a_rerun_resumes(em
 
 
 def test_calls_in_flight_when_another_fails_still_finish_and_are_cached(embedder):
-    cache = JudgeCache()
+    cache = LLMCallCache()
     slow_answer = Reply(200, GOOD.content, delay_s=1.0)
     with FakeOpenAIServer([slow_answer], default=Reply(503, "overloaded", headers=FAST)) as server:
         _failing_run(server, cache, embedder, concurrency=2, max_retries=1)
@@ -150,8 +150,8 @@ def test_calls_in_flight_when_another_fails_still_finish_and_are_cached(embedder
 
 def test_a_refused_request_is_not_retried_and_stops_the_run(embedder):
     with FakeOpenAIServer(default=Reply(400, "maximum context length is 2048 tokens")) as server:
-        with pytest.raises(JudgeMisconfigured, match=r"HTTP 400, not retried\): maximum context length"):
-            _statuses(_judge(server, JudgeCache()), embedder)
+        with pytest.raises(LLMMisconfigured, match=r"HTTP 400, not retried\): maximum context length"):
+            _statuses(_judge(server, LLMCallCache()), embedder)
     assert len(server.requests) == 1
 
 
@@ -177,7 +177,7 @@ NOT_A_COMPLETION = {
 def test_a_200_without_a_completion_is_retried_then_stops_the_run_naming_the_url(embedder, case):
     reply, says = NOT_A_COMPLETION[case]
     with FakeOpenAIServer(default=reply) as server:
-        message = _failing_run(server, JudgeCache(), embedder, max_retries=1)
+        message = _failing_run(server, LLMCallCache(), embedder, max_retries=1)
     assert "HTTP 200 without a chat completion" in message and says in message, message
     assert "after 2 attempts" in message and "2 call(s) were not sent" in message
     assert len(server.requests) == 2  # retried like a server fault, and nothing more sent to it
@@ -186,7 +186,7 @@ def test_a_200_without_a_completion_is_retried_then_stops_the_run_naming_the_url
 def test_a_200_without_a_completion_once_is_retried_and_scored(embedder):
     reply, _ = NOT_A_COMPLETION["html-page"]
     with FakeOpenAIServer([reply], default=GOOD) as server:
-        assert _statuses(_judge(server, JudgeCache()), embedder) == {"ok": 3}
+        assert _statuses(_judge(server, LLMCallCache()), embedder) == {"ok": 3}
     assert len(server.requests) == 4
 
 

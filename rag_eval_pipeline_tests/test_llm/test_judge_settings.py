@@ -26,7 +26,7 @@ from rag_eval_pipeline.core.judging import llm_judge
 from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge, prompt_version
 from rag_eval_pipeline.core.judging.metrics import EvalItem
-from rag_eval_pipeline.core.llm.client import JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.llm.client import LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline.resources import EmbedderResource
 from rag_eval_pipeline.resources.judge import JudgeResource
 from rag_eval_pipeline.settings import SettingsError
@@ -72,7 +72,7 @@ def test_the_environment_sets_the_resource_judges_timeout_and_retries(monkeypatc
         # Resolved as Dagster resolves it at launch: the URL and model are EnvVars until then.
         with build_resources({"judge": _resource_from_env()}) as resources:
             judge = resources.judge.get()
-        with pytest.raises(JudgeUnavailable, match=r"did not answer within 0\.3 s after 1 attempt "):
+        with pytest.raises(LLMUnavailable, match=r"did not answer within 0\.3 s after 1 attempt "):
             judge.judge_many([ITEM], {ANSWER_STATEMENTS})
     assert len(server.requests) == 1
 

@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
     QUESTION_TYPES,
@@ -220,7 +220,7 @@ def test_a_server_that_keeps_answering_503_stops_the_run_naming_the_generator_an
         generator = fake_generator(server, max_retries=2)
         with pytest.raises(GeneratorUnavailable, match=rf"generator.*{server.base_url.replace('.', '[.]')}.*HTTP 503"):
             generator.generate([TASKS[SIMPLE]])
-    assert issubclass(GeneratorUnavailable, JudgeUnavailable)  # existing "server down" handlers still apply
+    assert issubclass(GeneratorUnavailable, LLMUnavailable)  # existing "server down" handlers still apply
 
 
 def test_a_server_that_is_not_there_stops_the_run():
@@ -228,7 +228,7 @@ def test_a_server_that_is_not_there_stops_the_run():
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     generator = LLMGenerator(StructuredLLM(LLMSettings(base_url=url, model="m", max_retries=1)))
-    with pytest.raises(JudgeUnavailable, match=r"question generator's LLM server .*did not answer"):
+    with pytest.raises(LLMUnavailable, match=r"question generator's LLM server .*did not answer"):
         generator.generate([TASKS[SIMPLE]])
 
 
@@ -237,7 +237,7 @@ def test_a_400_is_a_configuration_error_without_retry():
         with pytest.raises(GeneratorMisconfigured, match="generator.*HTTP 400.*maximum context length"):
             fake_generator(server).generate([TASKS[SIMPLE]])
     assert len(server.requests) == 1
-    assert issubclass(GeneratorMisconfigured, JudgeMisconfigured)
+    assert issubclass(GeneratorMisconfigured, LLMMisconfigured)
 
 
 def test_a_mix_of_good_and_bad_replies_keeps_task_order():

@@ -13,8 +13,8 @@ from rag_eval_pipeline.core.embeddings import Embedder
 from rag_eval_pipeline.core.judging.judgement import total_usage
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
-from rag_eval_pipeline.core.llm.cache import JudgeCache
-from rag_eval_pipeline.core.llm.client import JudgeMisconfigured, JudgeUnavailable, LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
+from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
@@ -74,7 +74,7 @@ def _assert_well_formed(results):
 
 @pytest.mark.llm
 def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama_server, embedder, tmp_path):
-    cache = JudgeCache(tmp_path / "judge.sqlite")
+    cache = LLMCallCache(tmp_path / "judge.sqlite")
     first, judgements = score_items(ITEMS, judge_for(llama_server.base_url, llama_server.model, cache), embedder, CORE)
     _assert_well_formed(first)
     usage = total_usage(judgements)
@@ -86,7 +86,7 @@ def test_decomposed_mode_makes_two_calls_per_item_and_the_cache_makes_none(llama
     # A re-run (a new judge, the same on-disk cache) calls nothing and scores identically.
     again, judgements = score_items(
         ITEMS,
-        judge_for(llama_server.base_url, llama_server.model, JudgeCache(tmp_path / "judge.sqlite")),
+        judge_for(llama_server.base_url, llama_server.model, LLMCallCache(tmp_path / "judge.sqlite")),
         embedder,
         CORE,
     )
@@ -144,7 +144,7 @@ def test_truncated_replies_are_retried_once_then_unmeasured(llama_server, embedd
 @pytest.mark.llm
 def test_json_schema_mode_on_llama_cpp_is_a_clear_configuration_error(llama_server, embedder):
     settings = LLMSettings(base_url=llama_server.base_url, model=llama_server.model, response_format="json_schema")
-    with pytest.raises(JudgeMisconfigured, match="json_object_schema"):
+    with pytest.raises(LLMMisconfigured, match="json_object_schema"):
         score_items(ITEMS[:1], LLMJudge(StructuredLLM(settings)), embedder, ("faithfulness",))
 
 
@@ -154,7 +154,7 @@ def test_a_killed_server_fails_with_its_url(embedder):
         url, model = server.base_url, server.model
         server.kill()
         judge = judge_for(url, model, max_retries=1)
-        with pytest.raises(JudgeUnavailable, match=url.replace(".", r"\.")):
+        with pytest.raises(LLMUnavailable, match=url.replace(".", r"\.")):
             score_items(ITEMS[:1], judge, embedder, ("faithfulness",))
 
 
@@ -206,7 +206,7 @@ def test_a_503_is_retried_and_a_400_is_not():
     ) as server:
         assert _call(server, None).parsed is not None
     with FakeOpenAIServer([(400, "maximum context length is 2048 tokens", "stop")]) as server:
-        with pytest.raises(JudgeMisconfigured, match="HTTP 400.*maximum context length"):
+        with pytest.raises(LLMMisconfigured, match="HTTP 400.*maximum context length"):
             _call(server, None)
         assert len(server.requests) == 1
 

@@ -6,12 +6,12 @@ import uuid
 
 import pytest
 
-from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreSettings
 
 
 @pytest.fixture
-def store_config(s3) -> ObjectStoreConfig:
-    return ObjectStoreConfig(
+def store_config(s3) -> ObjectStoreSettings:
+    return ObjectStoreSettings(
         base_url=f"s3://{s3.bucket}/tests-{uuid.uuid4().hex[:8]}/tables",
         endpoint_url=s3.endpoint_url,
         access_key_id=s3.access_key_id,

@@ -20,8 +20,8 @@ from rag_eval_pipeline.core.names import PartitionNameError
 from rag_eval_pipeline.stores.object_store import (
     MissingTableError,
     ObjectStore,
-    ObjectStoreConfig,
     ObjectStoreError,
+    ObjectStoreSettings,
     to_parquet_bytes,
 )
 from rag_eval_pipeline_tests.support.object_store import _free_ports
@@ -40,11 +40,11 @@ def table(rows: int = 3, tag: str = "a") -> pd.DataFrame:
     )
 
 
-def _config(store_config: ObjectStoreConfig, **changes) -> ObjectStoreConfig:
+def _config(store_config: ObjectStoreSettings, **changes) -> ObjectStoreSettings:
     values = {
         name: getattr(store_config, name) for name in ("base_url", "endpoint_url", "access_key_id", "secret_access_key")
     }
-    return ObjectStoreConfig(**{**values, **changes})
+    return ObjectStoreSettings(**{**values, **changes})
 
 
 def _one_line(error: BaseException) -> str:
@@ -177,7 +177,7 @@ def test_bad_settings_are_refused_before_any_request(changes, fragment):
         **changes,
     }
     with pytest.raises(ObjectStoreError, match=fragment.replace("(", r"\(")) as caught:
-        ObjectStoreConfig(**values)
+        ObjectStoreSettings(**values)
     _one_line(caught.value)
 
 
@@ -261,8 +261,8 @@ class PausingProxy:
 WRITER = """
 import json, os, sys
 import pandas as pd
-from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreConfig
-config = ObjectStoreConfig(**json.loads(sys.argv[1]))
+from rag_eval_pipeline.stores.object_store import ObjectStore, ObjectStoreSettings
+config = ObjectStoreSettings(**json.loads(sys.argv[1]))
 frame = pd.DataFrame({"blob": [os.urandom(1 << 20) for _ in range(16)]})  # ~16 MiB, incompressible
 ObjectStore(config).write("acme", "v1", "raw_documents", frame)
 """

@@ -6,7 +6,7 @@ from dagster import instance_for_test
 
 from rag_eval_pipeline.cli.launch import launch
 from rag_eval_pipeline.partitions import register_partition
-from rag_eval_pipeline.reporting.assets import ReportSettings
+from rag_eval_pipeline.reporting.assets import ReportConfig
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.stores.database.upgrade import upgrade
 from rag_eval_pipeline.synthesis.versions import read_manifest
@@ -15,7 +15,7 @@ from rag_eval_pipeline_tests.support.postgres import APP_ROLE, PrivateServer
 from rag_eval_pipeline_tests.support.services import production_variables
 from rag_eval_pipeline_tests.tenant_fixtures import lay_out_acme
 
-FIRST_AUDIT_IS_BASELINE = ReportSettings(first_audit_is_baseline=True)  # as `rag-eval run` does
+FIRST_AUDIT_IS_BASELINE = ReportConfig(first_audit_is_baseline=True)  # as `rag-eval run` does
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres]
 

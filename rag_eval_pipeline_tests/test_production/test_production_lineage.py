@@ -11,10 +11,10 @@ from rag_eval_pipeline.cli import main
 from rag_eval_pipeline.cli.launch import launch
 from rag_eval_pipeline.evaluation.candidates import CandidateSpec
 from rag_eval_pipeline.partitions import register_partition
-from rag_eval_pipeline.reporting.assets import ReportSettings
+from rag_eval_pipeline.reporting.assets import ReportConfig
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
 from rag_eval_pipeline.stores.local import Warehouse
-from rag_eval_pipeline.stores.object_store import ObjectStoreConfig, shared_object_store
+from rag_eval_pipeline.stores.object_store import ObjectStoreSettings, shared_object_store
 from rag_eval_pipeline_tests.tenant_fixtures import DEMO_DOCS, lay_out_acme
 
 pytestmark = [pytest.mark.dagster, pytest.mark.postgres]
@@ -41,9 +41,9 @@ def _gate_both(monkeypatch, environment: dict[str, str]) -> dict:
         for tenant in TENANTS:
             key = register_partition(instance, tenant, "v1")
             first = launch(
-                instance, "full_pipeline", key, f"{tenant}-good", None, ReportSettings(first_audit_is_baseline=True)
+                instance, "full_pipeline", key, f"{tenant}-good", None, ReportConfig(first_audit_is_baseline=True)
             )  # as `rag-eval run` does
-            second = launch(instance, "audit", key, f"{tenant}-bad", DEGRADED, ReportSettings(branch="main"))
+            second = launch(instance, "audit", key, f"{tenant}-bad", DEGRADED, ReportConfig(branch="main"))
             assert (first.status, second.status) == (0, 1), (first.errors, second.errors)  # 1: blocked
             found[tenant] = [first.run_id, second.run_id]
     resource = WarehouseResource(
@@ -88,7 +88,7 @@ def test_two_tenants_in_production_mode_match_the_embedded_mode(tmp_path, monkey
     # Nothing of production mode is on this machine's disk: every table is in Postgres or the object store.
     assert not production_root.exists() or not any(production_root.rglob("*"))
     store = shared_object_store(
-        ObjectStoreConfig(
+        ObjectStoreSettings(
             base_url=production_environment["RAG_EVAL_OBJECT_STORE_URL"],
             endpoint_url=production_environment["RAG_EVAL_OBJECT_STORE_ENDPOINT"],
             access_key_id=production_environment["AWS_ACCESS_KEY_ID"],

@@ -37,7 +37,7 @@ from rag_eval_pipeline.core.judging.judgement import (
 )
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
-from rag_eval_pipeline.core.llm.cache import JudgeCache
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.core.text import is_noncommittal, split_sentences
 
@@ -323,7 +323,7 @@ class LLMJudge:
 
 def build_llm_judge(settings: LLMSettings, mode: str = DEFAULT_JUDGE_MODE, cache_path: str | None = None) -> LLMJudge:
     """The LLM judge with its on-disk call cache (in memory when no path is given)."""
-    return LLMJudge(StructuredLLM(settings, JudgeCache(cache_path or None)), mode=mode)
+    return LLMJudge(StructuredLLM(settings, LLMCallCache(cache_path or None)), mode=mode)
 
 
 def _verdicts_or_failure(result: CallResult, expected_from: str = "", what: str = "") -> list[Verdict] | Failure:

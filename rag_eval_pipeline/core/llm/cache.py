@@ -26,7 +26,7 @@ def request_key(request: dict) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-class JudgeCache:
+class LLMCallCache:
     def __init__(self, path: Path | str | None = None):
         self._store = open_cache(path, "judge_calls")
         self._store.adopt(*_EARLIER_LAYOUT)

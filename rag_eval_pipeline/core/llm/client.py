@@ -5,11 +5,11 @@
   an invalid one is retried once, then reported as a failure with the reason, never scored.
 - Server trouble that may pass (HTTP 408, 409, 429, 5xx, a refused or dropped connection, a timeout)
   is retried by the openai client itself, with jittered exponential backoff that honours Retry-After.
-  Other refusals (400, 401, 404, 422, ...) are not retried: `JudgeMisconfigured`.
+  Other refusals (400, 401, 404, 422, ...) are not retried: `LLMMisconfigured`.
 - An HTTP 200 that is no chat completion (a proxy's HTML page, a gateway's JSON error without
   choices) is server trouble too: retried here with the same backoff, `max_retries` times.
 - When a call still fails, no new call is sent, the calls in flight run to their end (and are
-  cached), then the run stops with `JudgeUnavailable` naming the URL, the last error, the attempts
+  cached), then the run stops with `LLMUnavailable` naming the URL, the last error, the attempts
   made and how many calls were kept, so a rerun with the same cache repeats only the rest.
 - Replies are cached by request content, so re-runs make no call; token usage is counted per call kind.
 """
@@ -36,14 +36,14 @@ from rag_eval_pipeline.core.defaults import (
     NO_API_KEY,
     RESPONSE_FORMATS,
 )
-from rag_eval_pipeline.core.llm.cache import JudgeCache, request_key
+from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
 
 
-class JudgeUnavailable(RuntimeError):
+class LLMUnavailable(RuntimeError):
     """The judge server could not be reached: the run must stop rather than score without it."""
 
 
-class JudgeMisconfigured(RuntimeError):
+class LLMMisconfigured(RuntimeError):
     """The server refused the request itself (wrong model, unsupported response_format, prompt too long)."""
 
 
@@ -96,9 +96,9 @@ class CallResult:
 
 
 class StructuredLLM:
-    def __init__(self, settings: LLMSettings, cache: JudgeCache | None = None):
+    def __init__(self, settings: LLMSettings, cache: LLMCallCache | None = None):
         self.settings = settings
-        self.cache = cache if cache is not None else JudgeCache()  # an empty cache is falsy
+        self.cache = cache if cache is not None else LLMCallCache()  # an empty cache is falsy
         self._client: openai.AsyncOpenAI | None = None
         self._start_run()
 
@@ -113,7 +113,7 @@ class StructuredLLM:
         self._start_run()
 
     def _start_run(self) -> None:
-        self._failure: JudgeUnavailable | JudgeMisconfigured | None = None  # the first call that failed for good
+        self._failure: LLMUnavailable | LLMMisconfigured | None = None  # the first call that failed for good
         self._kept = 0  # calls answered and stored in the cache since open()
         self._not_sent = 0  # calls skipped once a call had failed
 
@@ -152,7 +152,7 @@ class StructuredLLM:
             raise _NotSent(kind)
         try:
             return await self._ask(kind, request, key, schema, usage)
-        except (JudgeUnavailable, JudgeMisconfigured) as error:
+        except (LLMUnavailable, LLMMisconfigured) as error:
             self._failure = self._failure or error
             raise
 
@@ -215,7 +215,7 @@ class StructuredLLM:
 
     async def _create(self, request: dict) -> ChatCompletion:
         """One chat completion; what may pass is retried (see the module docstring), an HTTP 200 without a
-        completion here, like a server fault, and then JudgeUnavailable."""
+        completion here, like a server fault, and then LLMUnavailable."""
         for attempt in range(self.settings.max_retries + 1):
             if attempt:
                 await asyncio.sleep(_backoff_s(attempt))
@@ -227,7 +227,7 @@ class StructuredLLM:
             problem = _completion_problem(response)
             if not problem:
                 return response
-        raise JudgeUnavailable(
+        raise LLMUnavailable(
             f"judge server at {self.settings.base_url} kept answering HTTP 200 without a chat "
             f"completion ({problem}) {self._after(self.settings.max_retries + 1)}"
         )
@@ -246,20 +246,20 @@ class StructuredLLM:
                 " - for a llama.cpp server use response_format 'json_object_schema'" if "json_object" in message else ""
             )
             if retried and not hint:
-                raise JudgeUnavailable(
+                raise LLMUnavailable(
                     f"{server} kept failing: HTTP {error.status_code} ({message}) {self._attempts(error)}"
                 ) from error
-            raise JudgeMisconfigured(
+            raise LLMMisconfigured(
                 f"{server} refused the request (HTTP {error.status_code}, "
                 f"{self._attempts(error) if retried else 'not retried'}): {message}{hint}"
             ) from error
         except openai.APITimeoutError as error:
-            raise JudgeUnavailable(
+            raise LLMUnavailable(
                 f"{server} did not answer within {self.settings.timeout_s:g} s {self._attempts(error)}"
             ) from error
         except openai.APIConnectionError as error:
             cause = error.__cause__ or error
-            raise JudgeUnavailable(
+            raise LLMUnavailable(
                 f"{server} did not answer: connection failed ({type(cause).__name__}: {cause}) {self._attempts(error)}"
             ) from error
 
