@@ -4,10 +4,11 @@ Means are paired: a metric is compared over the golden items measured in both ru
 which items could be measured does not pass for a change in quality. Aggregates never contain NaN;
 unmeasured items are counted instead, by cause (core/judging/results.py):
 
-- items the metric does not apply to (no gold chunk, a declining answer) are left out of coverage;
+- items the metric does not apply to (no gold chunk, a declining answer, no context to judge) are left
+  out of coverage;
 - coverage is the share of the remaining items that were measured;
-- a candidate that gives nothing to measure on more items than the baseline did (it failed, retrieved
-  nothing, answered nothing) regressed, even if the items it did answer score well;
+- a candidate that gives nothing to measure on more items than the baseline did (it failed, or
+  answered nothing) regressed, even if the items it did answer score well;
 - a metric measured on less than `min_coverage` of its items, on either side (a judge whose replies
   are unusable, a baseline that was never measured), is "unmeasured": not a pass and not a
   regression. The gate cannot decide on it and exits 2; a measured regression elsewhere still blocks.
@@ -296,6 +297,8 @@ def _verdict_against(
     items (undecided: not a pass, and not the candidate's fault); the mean dropping by more than the tolerance."""
     if not ours.applicable:
         return NOT_APPLICABLE_ROW, f"applies to none of the candidate's items: {ours.why(NOT_APPLICABLE)}"
+    if not theirs.applicable:  # nothing to compare with, so nothing can have regressed: it does not gate
+        return NO_BASELINE_ROW, f"applies to none of the baseline's items: {theirs.why(NOT_APPLICABLE)}"
     answered_drop = round(theirs.answered_share - ours.answered_share, 4)  # 1.0 - 0.95 is not > 0.05
     if answered_drop > tolerance:
         return REGRESSED_ROW, (

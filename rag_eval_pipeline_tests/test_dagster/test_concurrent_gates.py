@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline.reporting.baselines import FIRST_RUN
 from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
 from rag_eval_pipeline_tests.tenant_fixtures import synthesize
@@ -116,17 +117,20 @@ def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
     outcomes = dict(zip(commits, (_finish(p) for p in first)))
     store = LocalBaselineStore(Warehouse(cli_env["RAG_EVAL_WAREHOUSE"]))
     history = store.history("acme", "v1")
-    assert len(history) == 1, [p.commit for p in history]
-    winner = history[0].commit
+    proposed = [p.commit for p in history if p.reason == FIRST_RUN]
+    assert len(proposed) == 1, [(p.commit, p.reason) for p in history]
+    winner = proposed[0]
     (loser,) = set(commits) - {winner}
     code, loser_out, err = outcomes[loser]
     assert code == 0, err
     assert "NO BASELINE YET" not in loser_out and f"baseline: {winner}" in loser_out
     assert "NO BASELINE YET" in outcomes[winner][1]
+    # The other, compared with it, passed on main: it may then replace it, as any pass on main does.
+    assert [p.commit for p in history] in ([winner], [winner, loser])
 
 
-def test_a_first_gate_that_declines_everything_on_main_never_becomes_the_baseline(synthesized_cli_env):
-    """It was measured on too few items to be what later candidates are compared with: exit 2, no history."""
+def test_a_first_gate_whose_candidate_fails_every_item_on_main_never_becomes_the_baseline(synthesized_cli_env):
+    """It was measured on no item, so it is nothing later candidates could be compared with: exit 2, no history."""
     code, out, err = _finish(
         _start(
             synthesized_cli_env,
@@ -134,14 +138,14 @@ def test_a_first_gate_that_declines_everything_on_main_never_becomes_the_baselin
             "--tenant",
             "acme",
             "--candidate",
-            "empty",
+            "broken",
             "--entry",
-            EMPTY,
+            "rag_eval_pipeline_tests.candidates:crashes",
             "--branch",
             "main",
         )
     )
     assert code == 2, out + err
-    assert "unmeasured contextual_relevancy: candidate measured on 0 of " in out
+    assert "unmeasured faithfulness: candidate measured on 0 of " in out and "vector store connection refused" in out
     assert "now the baseline" not in out
     assert LocalBaselineStore(Warehouse(synthesized_cli_env["RAG_EVAL_WAREHOUSE"])).history("acme") == []

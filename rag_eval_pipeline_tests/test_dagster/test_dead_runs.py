@@ -165,7 +165,7 @@ def test_the_next_gate_of_the_tenant_clears_a_killed_one_first(gate_env, tmp_pat
             "--entry",
             "rag_eval_pipeline_tests.candidates:i_do_not_know",
         )
-        assert nxt.returncode in (0, 1), nxt.stderr  # a verdict, whichever
+        assert nxt.returncode in (0, 1, 2) and "gate: " in nxt.stdout, nxt.stderr  # a verdict, whichever
         assert f"marked run {run_id} of acme failed: its process (pid {gate.pid} on" in nxt.stderr
         assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
 

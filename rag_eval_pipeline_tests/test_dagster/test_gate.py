@@ -79,8 +79,8 @@ def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, t
 
 def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
-    # A drop of at most 1 is tolerated: the means no longer block. A metric the degraded candidate gave nothing
-    # to measure on (no contexts to judge) is below the coverage floor: the gate cannot pass it, and says so.
+    # A drop of at most 1 is tolerated: the means no longer block. The degraded candidate retrieves nothing, so
+    # contextual relevancy has nothing to judge (not applicable: its retrieval is measured by hit rate).
     loose = _cli(
         synthesized,
         "gate",
@@ -95,13 +95,12 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
         "--junit",
         str(tmp_path / "loose.xml"),
     )
-    assert loose.returncode == 2, loose.stderr
+    assert loose.returncode == 0, loose.stderr
     outcomes = _junit(tmp_path / "loose.xml")
     assert outcomes["hit_rate"] == "passed" and outcomes["faithfulness"] == "passed"
-    assert outcomes["contextual_relevancy"] == "error"
-    assert "unmeasured contextual_relevancy: candidate measured on 0 of " in loose.stdout
-    assert "the retrieved contexts make no statement" in loose.stdout
-    assert loose.stderr.strip().splitlines()[-1].startswith("error: the gate cannot decide on commit bad")
+    assert outcomes["contextual_relevancy"] == "skipped"
+    strict = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad-again", "--entry", DEGRADED)
+    assert strict.returncode == 1 and "regressed: " in strict.stdout and "hit_rate" in strict.stdout
 
 
 @pytest.mark.parametrize(
@@ -132,11 +131,10 @@ def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesi
     assert merged.returncode == 0
     assert "merged is now the baseline: passed the gate on main" in merged.stdout
 
-    # Against the degraded commit, asked for by name, the reference candidate is not blocked; but the degraded
-    # commit was never measured on contextual relevancy (it retrieved nothing), so the gate cannot pass it.
+    # Against the degraded commit, asked for by name, the reference candidate passes and nothing is promoted
+    # (contextual relevancy applied to none of the degraded commit's items: it has nothing to compare with).
     against_bad = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "fix", "--baseline", "bad")
-    assert against_bad.returncode == 2 and "baseline: bad" in against_bad.stdout
-    assert "unmeasured contextual_relevancy: baseline measured on 0 of " in against_bad.stdout
+    assert against_bad.returncode == 0 and "baseline: bad" in against_bad.stdout
 
     shown = _cli(synthesized, "baseline", "show", "--tenant", "acme")
     assert shown.returncode == 0
@@ -238,7 +236,9 @@ def test_a_lone_surrogate_is_scored_and_an_over_long_field_fails_only_its_item(s
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="ascii")
 
-    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "odd", "--outputs", str(outputs))
+    completed = _cli(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "odd", "--outputs", str(outputs), "--branch", "main"
+    )
 
     assert completed.returncode == 0, completed.stderr  # the first audit: no baseline yet
     assert "NO BASELINE YET" in completed.stdout

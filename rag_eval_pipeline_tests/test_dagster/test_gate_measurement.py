@@ -163,22 +163,23 @@ def test_only_the_followed_branch_sets_the_first_baseline(synthesized_cli_env):
         assert "gate: NO BASELINE" in gate.stdout and "now the baseline" not in gate.stdout
         assert "the first passing gate on the followed branch" in gate.stderr.strip().splitlines()[-1]
         assert _history(env) == []
-    declines = _gate(env, "idk", "--entry", f"{CANDIDATES}:i_do_not_know", "--branch", "main")
-    assert declines.returncode == 2 and _history(env) == []  # on main, but measured on too few items
+    crashes = _gate(env, "crash", "--entry", f"{CANDIDATES}:crashes", "--branch", "main")
+    assert crashes.returncode == 2 and _history(env) == []  # on main, but measured on no item
     on_main = _gate(env, "main-1", "--branch", "main")
     assert on_main.returncode == 0 and "main-1 is now the baseline" in on_main.stdout
     assert _history(env) == ["main-1"]
 
 
 def test_baseline_promote_refuses_an_audit_measured_on_too_few_items(based):
-    assert _gate(based, "idk", "--entry", f"{CANDIDATES}:i_do_not_know").returncode == 1
-    refused = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "idk")
+    assert _gate(based, "crash", "--entry", f"{CANDIDATES}:crashes").returncode == 1
+    refused = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash")
     assert refused.returncode == 2
-    assert "idk was measured on too few items to be the baseline of acme/v1" in refused.stderr
-    assert "contextual_relevancy" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert "crash was measured on too few items to be the baseline of acme/v1" in refused.stderr
+    assert "vector store connection refused" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert _history(based) == ["base"]
-    forced = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "idk", "--min-coverage", "0")
-    assert forced.returncode == 0 and _history(based) == ["base", "idk"]
+    # It crashed on every item, so no metric was measured at all: refused whatever the floor.
+    forced = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash", "--min-coverage", "0")
+    assert forced.returncode == 2 and _history(based) == ["base"]
 
 
 def test_a_torn_history_line_neither_stops_the_gate_nor_glues_onto_the_next_promotion(based):

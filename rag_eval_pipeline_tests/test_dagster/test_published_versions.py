@@ -67,7 +67,7 @@ def _hashes(folder: Path, audits: bool = True) -> dict[str, str]:
 def test_a_changed_document_cannot_rewrite_a_published_version(synthesized_cli_env, tenant_dirs):
     env, (documents_root, warehouse_root) = synthesized_cli_env, tenant_dirs
     version_folder = warehouse_root / "acme" / "v1"
-    base = _cli(env, "gate", "--tenant", "acme", "--candidate", "base")
+    base = _cli(env, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main")
     assert base.returncode == 0, base.stderr  # the reference on acme/v1 becomes the baseline
 
     # `make demo` again: the same documents run the whole lineage again; the version's tables stay as they are.

@@ -56,7 +56,7 @@ def verdicts(comparison) -> dict[str, str]:
         (NO_GOLD_IDS, NOT_APPLICABLE),
         (NO_ANSWER_STATEMENT, NOT_APPLICABLE),
         (CANDIDATE_FAILED + "timed out after 30 s", CANDIDATE),
-        (NO_CONTEXT_STATEMENT, CANDIDATE),
+        (NO_CONTEXT_STATEMENT, NOT_APPLICABLE),
         (EMPTY_ANSWER, CANDIDATE),
         (INVALID_JSON, JUDGE),
         (TRUNCATED, JUDGE),
@@ -150,23 +150,35 @@ def test_a_metric_that_applies_to_no_item_does_not_gate():
     assert comparison.verdict == PASS
 
 
-def test_a_candidate_that_declines_everything_and_retrieves_nothing_cannot_become_a_baseline():
-    """'I do not know.' to every question, no contexts: faithfulness does not apply, contextual relevancy
-    has nothing to measure: a first gate cannot make it the baseline."""
-    candidate = table(
-        faithfulness=[NO_ANSWER_STATEMENT] * 5,
-        contextual_relevancy=[NO_CONTEXT_STATEMENT] * 5,
-        answer_correctness=[0.0] * 4 + [1.0],
-    )
+def test_a_candidate_that_fails_on_every_item_cannot_become_a_baseline():
+    """Without a baseline there is nothing to regress from; what the candidate gave nothing to measure on
+    counts against its coverage, so a first gate cannot make it the baseline."""
+    failed = CANDIDATE_FAILED + "the candidate process ended (exit code 0) without answering"
+    candidate = table(faithfulness=[failed] * 5, answer_correctness=[failed] * 4 + [1.0])
 
     comparison = compare(candidate, None)
 
     assert comparison.verdict == UNMEASURED and not comparison.measured_enough
-    assert verdicts(comparison) == {
-        "faithfulness": "not applicable",
-        "contextual_relevancy": "unmeasured",
-        "answer_correctness": "no baseline",
-    }
+    assert set(verdicts(comparison).values()) == {"unmeasured"}
+
+
+def test_declining_and_retrieving_nothing_is_measured_where_it_counts():
+    """'I do not know.' with no contexts: faithfulness and contextual relevancy do not apply (nothing to
+    verify or judge), correctness and hit rate measure it, and against a baseline it blocks."""
+    declines = table(
+        faithfulness=[NO_ANSWER_STATEMENT] * 5,
+        contextual_relevancy=[NO_CONTEXT_STATEMENT] * 5,
+        answer_correctness=[0.0] * 4 + [1.0],
+        hit_rate=[0.0] * 5,
+    )
+    reference = table(
+        faithfulness=[1.0] * 5, contextual_relevancy=[0.6] * 5, answer_correctness=[0.8] * 5, hit_rate=[1.0] * 5
+    )
+
+    alone, against = compare(declines, None), compare(declines, reference)
+
+    assert verdicts(alone)["faithfulness"] == verdicts(alone)["contextual_relevancy"] == "not applicable"
+    assert against.verdict == BLOCK and set(against.failing_metrics) == {"answer_correctness", "hit_rate"}
 
 
 def test_nothing_measured_anywhere_never_passes():

@@ -33,10 +33,12 @@ class MetricResult:
 
 
 # Why a metric could not be measured on an item, by whose doing. The gate reads it (reporting/compare.py):
-# - NOT_APPLICABLE: the metric does not apply: the golden item has no gold chunk or no ground truth, or a
-#   declining (or empty) answer makes no claim to verify. Left out of coverage, on both sides.
-# - CANDIDATE: the candidate gave nothing to measure: it failed on the item, retrieved nothing or answered
-#   nothing. Counted against the candidate: more of these than the baseline had is a regression.
+# - NOT_APPLICABLE: the metric does not apply: the golden item has no gold chunk or no ground truth, a
+#   declining (or empty) answer makes no claim to verify, or no context was retrieved to judge (retrieving
+#   nothing is measured where it counts: hit rate, MRR, context recall and precision; and for an
+#   unanswerable question it may be right). Left out of coverage, on both sides.
+# - CANDIDATE: the candidate gave nothing to measure: it failed on the item or answered nothing. Counted
+#   against the candidate: more of these than the baseline had is a regression.
 # - JUDGE: the judge could not measure it (an invalid or truncated reply after a retry, verdicts that do not
 #   match the statements). A failure to measure, never a regression: below the coverage floor the gate
 #   cannot decide.
@@ -59,9 +61,10 @@ _NOT_APPLICABLE_REASONS = frozenset(
         NO_GROUND_TRUTH_TO_COMPARE,
         NO_ANSWER_STATEMENT,
         NO_STATEMENT_EITHER_SIDE,
+        NO_CONTEXT_STATEMENT,
     }
 )
-_CANDIDATE_REASONS = frozenset({NO_CONTEXT_STATEMENT, EMPTY_ANSWER})
+_CANDIDATE_REASONS = frozenset({EMPTY_ANSWER})
 
 
 def unmeasured_cause(reason: str) -> str:
