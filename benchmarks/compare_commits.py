@@ -1,6 +1,6 @@
 """Whole commands timed on this checkout and on an earlier commit, interleaved in one run.
 
-    .venv/bin/python benchmarks/compare_commits.py --against ff61110 [--runs 5] [--suite]
+    .venv/bin/python benchmarks/compare_commits.py --against ff61110 [--runs 5] [--suite | --suite-only]
 
 The earlier commit is checked out with `git worktree` beside the repository (so its tests find
 `../shared` too) and run with the same virtual environment, its own code first on PYTHONPATH (commits
@@ -14,7 +14,9 @@ ratio this/earlier are reported. Measurements:
 - `lineage` and `offline_throughput`: each tree's own `benchmarks/lineage_run.py` (demo corpus) and
   `benchmarks/offline_throughput.py`, timed as whole commands.
 - `--suite`: the whole test suite (`python -m pytest -q`), once per tree (about 40 minutes in all on 2
-  cores), and this tree's fast tier (`-m "not dagster and not cli and not llm and not ui and not postgres"`).
+  cores), and the plain-Python tier (this tree's Makefile `FAST_TIER`, what `make test-fast` runs) of
+  each tree, `--runs` times in turn. `--suite-only` measures only these two, and writes
+  benchmarks/results/suite_time.json instead.
 
 Writes benchmarks/results/compare_commits.json.
 """
@@ -34,7 +36,12 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "benchmarks" / "results"
-FAST_TIER = "not dagster and not cli and not llm and not ui and not postgres"
+# The plain-Python tier, one definition: the Makefile's (what `make test-fast` runs).
+FAST_TIER = next(
+    line.split(":=", 1)[1].strip()
+    for line in (REPO_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+    if line.startswith("FAST_TIER")
+)
 
 
 def rag_eval(*args: str) -> list[str]:
@@ -97,6 +104,7 @@ def main() -> None:
     parser.add_argument("--against", required=True, help="the earlier commit, e.g. the last one before a change")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--suite", action="store_true", help="also time the whole test suite once per tree")
+    parser.add_argument("--suite-only", action="store_true", help="time only the test suite and its fast tier")
     args = parser.parse_args()
     earlier_root = add_worktree(args.against)
     this_sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, text=True).strip()
@@ -104,6 +112,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         this, earlier = Tree("this", REPO_ROOT, Path(scratch)), Tree("earlier", earlier_root, Path(scratch))
         trees = [this, earlier]
+        if args.suite_only:
+            results.update(suite_times(trees, args.runs))
+            return finish(results, earlier_root, "suite_time.json")
         peer = Tree("peer", REPO_ROOT, Path(scratch))
         help_times = paired(
             [this, earlier, peer],
@@ -142,20 +153,30 @@ def main() -> None:
             "earlier",
         )
         if args.suite:
-            suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-            # Any exit status: a failing test is reported in the outcome line rather than losing the timings.
-            results["suite"] = with_ratio(
-                paired(trees, lambda t, _: suite, 1, expect=None, bare=True), "this", "earlier"
-            )
-            for tree in trees:
-                results["suite"][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
-                results["suite"][tree.name]["failed"] = tree.last_failed
-            fast = this.timed([*suite, "-m", FAST_TIER], expect=None, bare=True)
-            results["fast_tier"] = {"this": {"median_s": fast, "outcome": this.last_tail.strip().splitlines()[-1]}}
+            results.update(suite_times(trees, args.runs))
+    finish(results, earlier_root, "compare_commits.json")
+
+
+def suite_times(trees: list[Tree], runs: int) -> dict:
+    """The whole suite once per tree, and the fast tier `runs` times per tree, in turn."""
+    suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    results = {}
+    # Any exit status: a failing test is reported in the outcome line rather than losing the timings.
+    for name, command, times in (("fast_tier", [*suite, "-m", FAST_TIER], runs), ("suite", suite, 1)):
+        timings = paired(trees, lambda t, _, command=command: command, times, expect=None, bare=True)
+        results[name] = with_ratio(timings, "this", "earlier")
+        for tree in trees:
+            results[name][tree.name]["outcome"] = tree.last_tail.strip().splitlines()[-1]
+            results[name][tree.name]["failed"] = tree.last_failed
+    results["fast_tier"]["marker_expression"] = FAST_TIER
+    return results
+
+
+def finish(results: dict, earlier_root: Path, filename: str) -> None:
     subprocess.run(["git", "worktree", "remove", "--force", str(earlier_root)], cwd=REPO_ROOT, check=False)
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "compare_commits.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / filename).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))
 
 
