@@ -11,12 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline.cli.signals import stay_stoppable
+
 # Fixtures shared across folders, registered once for the whole suite (never imported into a test module).
 pytest_plugins = [
     "rag_eval_pipeline_tests.tenant_fixtures",
     "rag_eval_pipeline_tests.support.postgres",
     "rag_eval_pipeline_tests.support.services",
 ]
+
+# A suite started in the background by a shell inherits SIGINT ignored; after the first Dagster run
+# SIGTERM would be ignored too, and so in every process the tests start (cli/signals.py).
+stay_stoppable()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_FOLDER = REPO_ROOT / "data" / "tenants" / "demo"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review, runs
+from rag_eval_pipeline.cli.signals import stay_stoppable
 
 
 @click.group(
@@ -40,4 +41,5 @@ for command in (
 
 def main(argv: list[str] | None = None) -> int:
     """Run `rag-eval` with argv (default: the process's arguments); the exit status."""
+    stay_stoppable()
     return errors.run(rag_eval, argv)
