@@ -40,6 +40,13 @@ def demo_folder() -> Path:
     return DEMO_FOLDER
 
 
+def pytest_collection_modifyitems(items):
+    """Mark every test that reads ../shared/corpus `corpus`: benchmark-scale files the fast loop leaves out."""
+    for item in items:
+        if "shared_corpus" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.corpus)
+
+
 @pytest.fixture(scope="session")
 def shared_corpus() -> Path:
     if not SHARED_CORPUS.is_dir():
