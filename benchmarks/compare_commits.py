@@ -174,6 +174,7 @@ def suite_times(trees: list[Tree], runs: int) -> dict:
 
 def finish(results: dict, earlier_root: Path, filename: str) -> None:
     subprocess.run(["git", "worktree", "remove", "--force", str(earlier_root)], cwd=REPO_ROOT, check=False)
+    results["command"] = " ".join([".venv/bin/python benchmarks/compare_commits.py", *sys.argv[1:]])
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / filename).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -784,7 +784,8 @@ def _any_results(data: dict) -> str:
     )
 
 
-# The renderer of each benchmark script's results; a script without one gets every field as a table.
+# The renderer of each benchmark script's results (or of one results file, by its name); a script
+# without one gets every field as a table.
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "celery_lineage": _celery_lineage,
     "chunk_clusters_wall_time": _chunk_clusters,
@@ -796,6 +797,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "judge_accuracy": _judge_accuracy,
     "lineage_run": _lineage_run,
     "rls_scores": _rls_scores,
+    "suite_time": _compare_commits,  # written by compare_commits.py --suite-only
     "synthesis_throughput": _synthesis_throughput,
     "ui_load": _ui_load,
 }
@@ -814,13 +816,13 @@ def _notes(data: dict) -> str:
 def figure_fragment(result: Path) -> str:
     data = json.loads(result.read_text(encoding="utf-8"))
     script = benchmark_script(result)
-    render = RENDERERS.get(script.stem if script else "", _any_results)
+    render = RENDERERS.get(result.stem) or RENDERERS.get(script.stem if script else "", _any_results)
     source = f"Results: `{result.relative_to(REPO).as_posix()}`"
     if last := _last_commit(result):
         source += f" (committed {last})"
     commands = reproduce_commands(result, data)
     reproduce = "\n\nReproduce:\n\n```bash\n" + "\n".join(commands) + "\n```\n" if commands else ""
-    if script is None or not commands:
+    if not commands:
         reproduce = "\n\nReproduce: see the docstring of the script that wrote it.\n"
     return f"{source}.{reproduce}\n{render(data)}{_notes(data)}"
 
