@@ -15,7 +15,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 .PHONY: demo test test-fast check ui pdfs docs clean
 
 # The plain-Python tier: what needs neither a Dagster run, the CLI in a subprocess, a service, nor the
-# benchmark-scale PDFs of ../shared/corpus (what those guard, our own generated PDFs guard too).
+# benchmark-scale public data of ../shared (what those tests guard, our own generated fixtures guard too).
 FAST_TIER := not dagster and not cli and not llm and not ui and not postgres and not redis and not celery and not object_store and not corpus
 
 $(STAMP): pyproject.toml

@@ -159,6 +159,7 @@ def test_own_hallucination_pairs_agreement_does_not_regress():
         assert _pairwise_faithfulness(of_kind) >= floor, kind
 
 
+@pytest.mark.corpus
 @pytest.mark.skipif(not HALUEVAL.exists(), reason="needs ../shared/benchmarks/halueval_qa_dev.jsonl")
 def test_halueval_pairwise_agreement_does_not_regress():
     records = [json.loads(line) for line in HALUEVAL.read_text(encoding="utf-8").splitlines() if line.strip()]
