@@ -129,7 +129,11 @@ def main() -> None:
             results.update(suite_times(trees, args.runs, whole_suite=args.suite_only))
             if args.fast_tier_only and (RESULTS / "suite_time.json").exists():  # keep the whole-suite figures
                 earlier_file = json.loads((RESULTS / "suite_time.json").read_text(encoding="utf-8"))
-                results["suite"] = {**earlier_file.get("suite", {}), "command": earlier_file.get("command")}
+                results["suite"] = {
+                    "command": earlier_file.get("command"),
+                    "this_commit": earlier_file.get("this"),
+                    **earlier_file.get("suite", {}),
+                }
             return finish(results, earlier_root, "suite_time.json")
         peer = Tree("peer", REPO_ROOT, Path(scratch))
         help_times = paired(
