@@ -17,6 +17,11 @@ def hangs(question: str) -> dict:
     return {"answer": "late", "contexts": []}
 
 
+def hangs_for_ever(question: str) -> dict:
+    while True:
+        time.sleep(3600)
+
+
 def i_do_not_know(question: str) -> dict:
     """The emptiest pipeline: declines every question and retrieves nothing."""
     return {"answer": "I do not know.", "contexts": []}

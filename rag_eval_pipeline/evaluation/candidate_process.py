@@ -14,6 +14,8 @@ candidate runs in a child Python process that answers one question at a time ove
 
 A candidate that cannot be imported fails the audit (CandidateError), as in process. The protocol is
 JSON lines: the child's own stdout is redirected to stderr, so a candidate's print() cannot corrupt it.
+A child whose auditing process is gone (kill -9 of a gate) ends by itself: a hung candidate would
+otherwise live on for ever, holding the gate's output pipes open.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError, 
 
 STARTUP_TIMEOUT_S = 120.0  # importing a user's pipeline (models, clients) may take a while
 MAX_CONSECUTIVE_DEATHS = 3
+ORPHAN_CHECK_INTERVAL_S = 0.5
+ORPHANED_EXIT_CODE = 70
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class CandidateProcess:
     def __init__(self, entry: str, startup_timeout_s: float = STARTUP_TIMEOUT_S):
         self.entry = entry
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, entry],
+            [sys.executable, "-m", __name__, entry, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,  # the candidate's logs go to ours
@@ -202,7 +206,15 @@ def serve(entry: str, requests: Iterator[str], reply) -> None:
         reply({"answer": answer, "contexts": contexts})
 
 
-def _main(entry: str) -> None:
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this process once its parent is gone (it is then re-parented), whatever the candidate is doing."""
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_CHECK_INTERVAL_S)
+    os._exit(ORPHANED_EXIT_CODE)
+
+
+def _main(entry: str, parent_pid: int) -> None:
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     # The protocol keeps the real stdout; whatever the candidate prints goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -215,4 +227,4 @@ def _main(entry: str) -> None:
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    _main(sys.argv[1], int(sys.argv[2]))

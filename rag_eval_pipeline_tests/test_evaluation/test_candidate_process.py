@@ -8,6 +8,10 @@ timeout, whose candidate sleeps far longer than it.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +111,46 @@ def test_an_exception_text_with_a_lone_surrogate_is_stored_as_utf8(tmp_path):
 
     assert outputs[0].status == FAILED and outputs[0].error == "candidate raised RuntimeError: index \ufffd offline"
     pd.DataFrame([asdict(o) for o in outputs]).to_parquet(tmp_path / "outputs.parquet")
+
+
+_AUDITOR = """
+import sys
+from rag_eval_pipeline.evaluation.candidate_process import CandidateProcess
+child = CandidateProcess(sys.argv[1])
+print(child.process.pid, flush=True)
+child.ask("anything?", timeout_s=3600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status is left (a zombie nobody has reaped yet)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\\nState:\\tZ" in status
+
+
+def test_a_child_whose_auditing_process_is_killed_ends_too():
+    """kill -9 of a gate must not leave its candidate running: a hung one would never end, holding the
+    gate's output pipes open and a CPU or GPU of the CI machine."""
+    auditor = subprocess.Popen(
+        [sys.executable, "-c", _AUDITOR, f"{CANDIDATES}:hangs_for_ever"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO_ROOT},
+    )
+    assert auditor.stdout is not None
+    child_pid = int(auditor.stdout.readline())
+    assert not _gone(child_pid)
+
+    auditor.kill()
+    auditor.wait(timeout=60)
+    deadline = time.monotonic() + 120  # the child checks every half second; a loaded machine may be slow
+    while not _gone(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert _gone(child_pid), "the candidate process outlived the audit that started it"
+    finally:
+        if not _gone(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
