@@ -7,6 +7,7 @@ The tests run on a plain clone: the awkward documents they read are generated on
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ stay_stoppable()
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_FOLDER = REPO_ROOT / "data" / "tenants" / "demo"
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+MAX_WORKERS = 4
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +40,13 @@ def repo_root() -> Path:
 def demo_folder() -> Path:
     assert DEMO_FOLDER.is_dir(), f"demo corpus missing at {DEMO_FOLDER}"
     return DEMO_FOLDER
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: a worker per core this process may use, at most four. Each worker starts its own services
+    (the LLM server, the S3 server) and loads the embedding model, so more would cost memory, not time."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not on macOS
+    return max(1, min(usable, MAX_WORKERS))
 
 
 def pytest_collection_modifyitems(items):
