@@ -86,3 +86,12 @@ def test_bad_command_lines_are_one_line_and_exit_2_before_any_heavy_import(argv,
     [line] = completed.stderr.strip().splitlines()
     assert line.startswith(message)
     assert _probe(argv, env=env) == {"codes": [2], "heavy": []}
+
+
+def test_a_run_on_the_offline_judge_does_not_load_the_llm_client():
+    """The default judge never talks to an LLM server: loading the code location and the launcher that
+    every `rag-eval run` and `gate` loads must not import openai, about a second in every process."""
+    probe = "import sys, rag_eval_pipeline.definitions, rag_eval_pipeline.cli.launch; print('openai' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip().splitlines()[-1] == "False"

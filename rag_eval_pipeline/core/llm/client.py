@@ -23,9 +23,8 @@ import random
 import re
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import openai
-from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from rag_eval_pipeline.core.defaults import (
@@ -37,6 +36,10 @@ from rag_eval_pipeline.core.defaults import (
     RESPONSE_FORMATS,
 )
 from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
+
+if TYPE_CHECKING:  # openai costs about a second to import: only the LLM paths, not every run, pay for it
+    import openai
+    from openai.types.chat import ChatCompletion
 
 
 class LLMUnavailable(RuntimeError):
@@ -104,6 +107,8 @@ class StructuredLLM:
 
     def open(self) -> None:
         """A client for the running event loop (each asyncio.run needs its own)."""
+        import openai
+
         self._client = openai.AsyncOpenAI(
             base_url=self.settings.base_url,
             api_key=self.settings.api_key,
@@ -234,6 +239,8 @@ class StructuredLLM:
 
     async def _send(self, request: dict):
         """One request, which the openai client retries on what may pass; its errors said in our terms."""
+        import openai
+
         server = f"judge server at {self.settings.base_url}"
         if self._client is None:
             raise RuntimeError("StructuredLLM.open() was not called before sending")  # a bug of ours
@@ -304,6 +311,8 @@ def _backoff_s(attempt: int) -> float:
 
 def _completion_problem(response) -> str:
     """What an HTTP 200 reply lacks to be a chat completion; '' when it is one."""
+    from openai.types.chat import ChatCompletion
+
     if not isinstance(response, ChatCompletion):
         # The openai client hands back the text of a body it could not read as JSON.
         return (
