@@ -88,10 +88,14 @@ def test_bad_command_lines_are_one_line_and_exit_2_before_any_heavy_import(argv,
     assert _probe(argv, env=env) == {"codes": [2], "heavy": []}
 
 
-def test_a_run_on_the_offline_judge_does_not_load_the_llm_client():
-    """The default judge never talks to an LLM server: loading the code location and the launcher that
-    every `rag-eval run` and `gate` loads must not import openai, about a second in every process."""
-    probe = "import sys, rag_eval_pipeline.definitions, rag_eval_pipeline.cli.launch; print('openai' in sys.modules)"
+def test_the_code_location_loads_neither_the_llm_client_nor_the_pdf_reader():
+    """Every `rag-eval run` and `gate` loads the code location and the launcher. The default judge never
+    talks to an LLM server and a gate reads no PDF: openai (about a second) and pypdf are imported only
+    by the code that uses them."""
+    probe = (
+        "import sys, rag_eval_pipeline.definitions, rag_eval_pipeline.cli.launch; "
+        "print(sorted(m for m in ('openai', 'pypdf') if m in sys.modules))"
+    )
     completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.strip().splitlines()[-1] == "False"
+    assert completed.stdout.strip().splitlines()[-1] == "[]"

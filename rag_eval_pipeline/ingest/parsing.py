@@ -23,9 +23,6 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError
-
 from rag_eval_pipeline.ingest.furniture import is_furniture_text, strip_furniture
 
 SUPPORTED_SUFFIXES = {".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
@@ -278,6 +275,10 @@ def _read_text(raw: bytes) -> list[str]:
 
 
 def _read_pdf(raw: bytes) -> tuple[list[str], str | None]:
+    # Imported here: every process that loads the code location (a gate reads no PDF) would pay for it.
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
     try:
         reader = PdfReader(io.BytesIO(raw))  # the bytes already read: what is parsed is what is hashed
         if reader.is_encrypted and not reader.decrypt(""):
