@@ -36,7 +36,7 @@ from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError, 
 STARTUP_TIMEOUT_S = 120.0  # importing a user's pipeline (models, clients) may take a while
 MAX_CONSECUTIVE_DEATHS = 3
 ORPHAN_CHECK_INTERVAL_S = 0.5
-ORPHANED_EXIT_CODE = 70
+ORPHANED_EXIT_CODE = 70  # read by nobody (the auditing process is gone); set apart from a candidate's own exits
 
 
 @dataclass(frozen=True)
