@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline.automation.liveness import process_is_running, process_start
 from rag_eval_pipeline.evaluation.candidate_process import MAX_CONSECUTIVE_DEATHS, CandidateProcess, run_entry_point
 from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError
 
@@ -122,15 +123,6 @@ child.ask("anything?", timeout_s=3600)
 """
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or only its exit status is left (a zombie nobody has reaped yet)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "\\nState:\\tZ" in status
-
-
 def test_a_child_whose_auditing_process_is_killed_ends_too():
     """kill -9 of a gate must not leave its candidate running: a hung one would never end, holding the
     gate's output pipes open and a CPU or GPU of the CI machine."""
@@ -142,15 +134,16 @@ def test_a_child_whose_auditing_process_is_killed_ends_too():
     )
     assert auditor.stdout is not None
     child_pid = int(auditor.stdout.readline())
-    assert not _gone(child_pid)
+    started = process_start(child_pid)  # the run-liveness check: a zombie counts as gone, a reused pid too
+    assert started is not None
 
     auditor.kill()
     auditor.wait(timeout=60)
     deadline = time.monotonic() + 120  # the child checks every half second; a loaded machine may be slow
-    while not _gone(child_pid) and time.monotonic() < deadline:
+    while process_is_running(child_pid, started) and time.monotonic() < deadline:
         time.sleep(0.2)
     try:
-        assert _gone(child_pid), "the candidate process outlived the audit that started it"
+        assert not process_is_running(child_pid, started), "the candidate process outlived the audit that started it"
     finally:
-        if not _gone(child_pid):
+        if process_is_running(child_pid, started):
             os.kill(child_pid, signal.SIGKILL)
