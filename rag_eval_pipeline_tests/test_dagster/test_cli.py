@@ -1,14 +1,13 @@
-"""`rag-eval` as a user runs it: in a subprocess, with every location moved into a temporary folder."""
+"""`rag-eval` as a user runs it: in a subprocess, with every location moved into a temporary folder (the
+bad names in the test's process, see support/cli.py)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.dagster, pytest.mark.cli]
+from rag_eval_pipeline_tests.support.cli import rag_eval, rag_eval_process
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
+pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
 
 @pytest.fixture
@@ -16,16 +15,12 @@ def env(cli_env):
     return cli_env
 
 
-def _cli(env, *args):
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=300)
-
-
 def test_register_then_run_the_whole_lineage(env, tmp_path):
-    assert _cli(env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
+    assert rag_eval_process(env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
     # The repo's dagster.yaml (run-queue limits) was installed into the new DAGSTER_HOME.
     assert "dagster/partition/tenant" in (tmp_path / "home" / "dagster.yaml").read_text()
 
-    completed = _cli(env, "run", "--tenant", "acme", "--version", "v1", "--commit", "abc123")
+    completed = rag_eval_process(env, "run", "--tenant", "acme", "--version", "v1", "--commit", "abc123")
     assert completed.returncode == 0, completed.stderr
     assert "Regression report: acme / v1" in completed.stdout
     assert "candidate commit: abc123" in completed.stdout
@@ -42,6 +37,6 @@ def test_register_then_run_the_whole_lineage(env, tmp_path):
     ],
 )
 def test_bad_names_are_clear_errors(env, args, message):
-    completed = _cli(env, *args)
+    completed = rag_eval(env, *args)
     assert completed.returncode == 2
     assert message in completed.stderr

@@ -8,7 +8,6 @@ candidate's report, and the reference was promoted twice.
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,12 +16,12 @@ import pytest
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN
 from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
+from rag_eval_pipeline_tests.support.cli import RAG_EVAL, rag_eval
 from rag_eval_pipeline_tests.tenant_fixtures import synthesize
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 EMPTY = "rag_eval_pipeline_tests.candidates:i_do_not_know"
 DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
 
@@ -45,9 +44,9 @@ def two_tenants(synthesized_cli_env, tenant_dirs):
     shutil.copytree(documents_root / "acme", documents_root / "globex")
     with cli_instance(cli_env) as instance:
         synthesize(instance, documents_root, warehouse_root, "globex")
-    for tenant in ("acme", "globex"):
-        code, out, err = _finish(_start(cli_env, "gate", "--tenant", tenant, "--candidate", "base", "--branch", "main"))
-        assert code == 0 and "NO BASELINE YET" in out, err
+    for tenant in ("acme", "globex"):  # one after the other, in this process (see support/cli.py)
+        first = rag_eval(cli_env, "gate", "--tenant", tenant, "--candidate", "base", "--branch", "main")
+        assert first.returncode == 0 and "NO BASELINE YET" in first.stdout, first.stderr
     return cli_env
 
 
@@ -131,21 +130,20 @@ def test_two_first_gates_at_once_propose_one_baseline(synthesized_cli_env):
 
 def test_a_first_gate_whose_candidate_fails_every_item_on_main_never_becomes_the_baseline(synthesized_cli_env):
     """It was measured on no item, so it is nothing later candidates could be compared with: exit 2, no history."""
-    code, out, err = _finish(
-        _start(
-            synthesized_cli_env,
-            "gate",
-            "--tenant",
-            "acme",
-            "--candidate",
-            "broken",
-            "--entry",
-            "rag_eval_pipeline_tests.candidates:crashes",
-            "--branch",
-            "main",
-        )
+    gate = rag_eval(
+        synthesized_cli_env,
+        "gate",
+        "--tenant",
+        "acme",
+        "--candidate",
+        "broken",
+        "--entry",
+        "rag_eval_pipeline_tests.candidates:crashes",
+        "--branch",
+        "main",
     )
-    assert code == 2, out + err
+    code, out = gate.returncode, gate.stdout
+    assert code == 2, out + gate.stderr
     assert "unmeasured faithfulness: candidate measured on 0 of " in out and "vector store connection refused" in out
     assert "now the baseline" not in out
     assert LocalBaselineStore(Warehouse(synthesized_cli_env["RAG_EVAL_WAREHOUSE"])).history("acme") == []

@@ -1,25 +1,25 @@
 """A `rag-eval gate` killed with kill -9 leaves its run STARTED, holding its tenant's only run slot: it is
 found dead, marked failed, and the tenant's queued run starts.
 
-Real: `rag-eval` processes (a gate whose candidate hangs, so its run is mid-flight when killed), the
-instance they write (the repo's dagster.yaml, SQLite), Dagster's own queue daemon over the same storage
-(test_run_queue.py's harness, whose launcher only records what the queue releases), the dead-run sensor
-evaluated on that instance. A live run, here or "elsewhere" while its heartbeat is fresh, is never touched.
+Real: `rag-eval gate` processes (whose candidate hangs, so the run is mid-flight when killed), the
+commands that find and clear their runs (in the test's process, see support/cli.py), the instance they
+write (the repo's dagster.yaml, SQLite), Dagster's own queue daemon over the same storage (test_run_queue.py's
+harness, whose launcher only records what the queue releases), the dead-run sensor evaluated on that
+instance. A live run, here or "elsewhere" while its heartbeat is fresh, is never touched.
 """
 
 import os
 import signal
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunsFilter, build_sensor_context
 
 from rag_eval_pipeline.automation import liveness
 from rag_eval_pipeline.automation.run_health import clear_dead, dead_run_sensor, examine
+from rag_eval_pipeline_tests.support.cli import RAG_EVAL, rag_eval
 from rag_eval_pipeline_tests.test_automation.test_run_queue import repo_instance_config, run_queue_from
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
@@ -29,14 +29,9 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Property `ScheduleDefinition.environment_vars` is deprecated"),
 ]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 HANGS = "rag_eval_pipeline_tests.candidates:hangs"  # 30 s per golden question: the run is mid-flight for minutes
 ELSEWHERE = "another-machine"  # the vantage point of a judge on another machine: no pid of ours means anything there
 STALE_AFTER_S = 20  # the heartbeat limit in the tests about it: a beat every 4 s
-
-
-def _rag_eval(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 @contextmanager
@@ -109,9 +104,9 @@ def gate_env(synthesized_cli_env):
 def test_a_killed_gate_is_listed_dead_cleared_and_frees_the_tenant_queue(gate_env, tmp_path):
     with hanging_gate(gate_env, "c-killed") as (gate, run_id):
         # Alive: listed as such, left alone by `clear` and by the sensor.
-        listed = _line_of(_rag_eval(gate_env, "runs", "stuck", "--tenant", "acme").stdout, run_id)
+        listed = _line_of(rag_eval(gate_env, "runs", "stuck", "--tenant", "acme").stdout, run_id)
         assert "STARTED" in listed and f"pid {gate.pid} on" in listed and "alive: its process" in listed
-        assert "left run" in _line_of(_rag_eval(gate_env, "runs", "clear", "--tenant", "acme").stdout, run_id)
+        assert "left run" in _line_of(rag_eval(gate_env, "runs", "clear", "--tenant", "acme").stdout, run_id)
         with cli_instance(gate_env) as instance:
             dead_run_sensor.evaluate_tick(build_sensor_context(instance=instance))
         assert _status(gate_env, run_id) == DagsterRunStatus.STARTED
@@ -122,12 +117,12 @@ def test_a_killed_gate_is_listed_dead_cleared_and_frees_the_tenant_queue(gate_en
             queue.dequeue_once()
             assert queue.status(waiting) == DagsterRunStatus.QUEUED  # the dead run holds acme's only slot
 
-            stuck = _rag_eval(gate_env, "runs", "stuck", "--tenant", "acme")
+            stuck = rag_eval(gate_env, "runs", "stuck", "--tenant", "acme")
             assert stuck.returncode == 0, stuck.stderr
             assert f"DEAD: its process (pid {gate.pid} on" in _line_of(stuck.stdout, run_id)
             assert "QUEUED" in _line_of(stuck.stdout, waiting)
 
-            cleared = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme")
+            cleared = rag_eval(gate_env, "runs", "clear", "--tenant", "acme")
             assert cleared.returncode == 0, cleared.stderr
             assert f"marked run {run_id} failed: its process (pid {gate.pid} on" in cleared.stdout
             assert _status(gate_env, run_id) == DagsterRunStatus.FAILURE
@@ -155,7 +150,7 @@ def test_the_next_gate_of_the_tenant_clears_a_killed_one_first(gate_env, tmp_pat
         queue.dequeue_once()
         assert queue.status(waiting) == DagsterRunStatus.QUEUED
 
-        nxt = _rag_eval(
+        nxt = rag_eval(
             gate_env,
             "gate",
             "--tenant",
@@ -211,16 +206,16 @@ def _until_dead(instance, here: str, timeout_s: float = 300.0) -> liveness.Verdi
 
 
 def test_a_run_that_looks_alive_is_cleared_only_when_named_and_forced(gate_env):
-    unnamed = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--force")
+    unnamed = rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--force")
     assert (
         unnamed.returncode == 2 and "error: --force stops a run that may be alive: name it with --run" in unnamed.stderr
     )
-    unknown = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", "no-such-run")
+    unknown = rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", "no-such-run")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: no run no-such-run in this Dagster instance")
     with hanging_gate(gate_env, "c-forced") as (gate, run_id):
-        other_tenant = _rag_eval(gate_env, "runs", "clear", "--tenant", "globex", "--run", run_id, "--force")
+        other_tenant = rag_eval(gate_env, "runs", "clear", "--tenant", "globex", "--run", run_id, "--force")
         assert other_tenant.returncode == 2 and f"run {run_id} is not a run of globex" in other_tenant.stderr
-        forced = _rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", run_id, "--force")
+        forced = rag_eval(gate_env, "runs", "clear", "--tenant", "acme", "--run", run_id, "--force")
         assert forced.returncode == 0, forced.stderr
         # An in-process run cannot be reached by a cancel request: the message says it may still run.
         assert (

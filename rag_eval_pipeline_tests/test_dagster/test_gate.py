@@ -1,27 +1,26 @@
-"""`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML."""
+"""`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML.
+
+The first test runs the console script in subprocesses, as CI does; the rest call it in this process
+(see support/cli.py), which decides the same and spares each call a fresh interpreter.
+"""
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline_tests.support.cli import rag_eval, rag_eval_process
+
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 DEGRADED = "rag_eval_pipeline_tests.candidates:no_retrieval"
 
 
 @pytest.fixture
 def env(cli_env):
     return cli_env
-
-
-def _cli(env, *args):
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture
@@ -37,7 +36,7 @@ def _junit(path: Path) -> dict[str, str]:
 
 
 def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, tmp_path):
-    first = _cli(
+    first = rag_eval_process(
         synthesized,
         "gate",
         "--tenant",
@@ -53,12 +52,14 @@ def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, t
     assert "NO BASELINE YET" in first.stdout and "acme/v1" in first.stdout
     assert set(_junit(tmp_path / "first.xml").values()) == {"skipped"}
 
-    same = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "same", "--junit", str(tmp_path / "same.xml"))
+    same = rag_eval_process(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "same", "--junit", str(tmp_path / "same.xml")
+    )
     assert same.returncode == 0, same.stderr
     assert "gate: PASS" in same.stdout
     assert set(_junit(tmp_path / "same.xml").values()) == {"passed"}
 
-    worse = _cli(
+    worse = rag_eval_process(
         synthesized,
         "gate",
         "--tenant",
@@ -78,10 +79,10 @@ def test_first_run_becomes_the_baseline_then_a_regression_exits_1(synthesized, t
 
 
 def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
+    assert rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     # A drop of at most 1 is tolerated: the means no longer block. The degraded candidate retrieves nothing, so
     # contextual relevancy has nothing to judge (not applicable: its retrieval is measured by hit rate).
-    loose = _cli(
+    loose = rag_eval(
         synthesized,
         "gate",
         "--tenant",
@@ -99,7 +100,7 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     outcomes = _junit(tmp_path / "loose.xml")
     assert outcomes["hit_rate"] == "passed" and outcomes["faithfulness"] == "passed"
     assert outcomes["contextual_relevancy"] == "skipped"
-    strict = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad-again", "--entry", DEGRADED)
+    strict = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "bad-again", "--entry", DEGRADED)
     assert strict.returncode == 1 and "regressed: " in strict.stdout and "hit_rate" in strict.stdout
 
 
@@ -116,36 +117,38 @@ def test_the_tolerance_reaches_the_verdict(synthesized, tmp_path):
     ],
 )
 def test_errors_exit_2_with_a_message(synthesized, args, message):
-    completed = _cli(synthesized, "gate", *args)
+    completed = rag_eval(synthesized, "gate", *args)
     assert completed.returncode == 2
     assert message in completed.stderr
 
 
 def test_a_pass_on_main_promotes_and_baseline_commands_show_and_promote(synthesized):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
-    worse = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--branch", "main")
+    assert rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
+    worse = rag_eval(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--branch", "main"
+    )
     assert worse.returncode == 1 and "baseline: base" in worse.stdout and "now the baseline" not in worse.stdout
-    pull_request = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "pr", "--branch", "feature-x")
+    pull_request = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "pr", "--branch", "feature-x")
     assert pull_request.returncode == 0 and "now the baseline" not in pull_request.stdout
-    merged = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "merged", "--branch", "main")
+    merged = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "merged", "--branch", "main")
     assert merged.returncode == 0
     assert "merged is now the baseline: passed the gate on main" in merged.stdout
 
     # Against the degraded commit, asked for by name, the reference candidate passes and nothing is promoted
     # (contextual relevancy applied to none of the degraded commit's items: it has nothing to compare with).
-    against_bad = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "fix", "--baseline", "bad")
+    against_bad = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "fix", "--baseline", "bad")
     assert against_bad.returncode == 0 and "baseline: bad" in against_bad.stdout
 
-    shown = _cli(synthesized, "baseline", "show", "--tenant", "acme")
+    shown = rag_eval(synthesized, "baseline", "show", "--tenant", "acme")
     assert shown.returncode == 0
     lines = [line for line in shown.stdout.splitlines() if " v1 " in line]
     assert [line.split()[2] for line in lines] == ["base", "merged"]
     assert "audited on v1: bad, base, fix, merged, pr" in shown.stdout
 
-    assert _cli(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "pr").returncode == 0
-    after = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next")
+    assert rag_eval(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "pr").returncode == 0
+    after = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "next")
     assert "baseline: pr" in after.stdout
-    refused = _cli(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "ghost")
+    refused = rag_eval(synthesized, "baseline", "promote", "--tenant", "acme", "--commit", "ghost")
     assert refused.returncode == 2 and "'ghost' was never audited" in refused.stderr
 
 
@@ -158,10 +161,10 @@ def _rejudge_archive(env, commit: str, judge: str) -> None:
 
 
 def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
-    assert _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
+    assert rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main").returncode == 0
     _rejudge_archive(synthesized, "base", "offline-support-v1")
 
-    refused = _cli(
+    refused = rag_eval(
         synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main", "--no-rescore-baseline"
     )
     assert refused.returncode == 2, refused.stdout
@@ -169,17 +172,17 @@ def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
     assert "scored differently (judge: candidate offline-support-v2, baseline offline-support-v1)" in last_line
 
     # By default the baseline's archived outputs are scored again with the current judge: same answers, a pass.
-    rescored = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main")
+    rescored = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main")
     assert rescored.returncode == 0, rescored.stderr
     assert "gate: PASS" in rescored.stdout and "note: re-scored with this run's judge" in rescored.stdout
-    degraded = _cli(
+    degraded = rag_eval(
         synthesized, "gate", "--tenant", "acme", "--candidate", "bad", "--entry", DEGRADED, "--baseline", "base"
     )
     assert degraded.returncode == 1 and "re-scored" in degraded.stdout  # a re-scored baseline still blocks
 
 
 def test_a_bad_commit_is_refused_before_any_work(synthesized):
-    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "x" * 300)
+    completed = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "x" * 300)
     assert completed.returncode == 2
     assert "invalid commit" in completed.stderr and "300 characters" in completed.stderr
     assert not (Path(synthesized["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "audits").exists()  # nothing was audited
@@ -190,16 +193,16 @@ def test_a_golden_set_that_fails_its_check_is_never_gated_on(env, tenant_dirs):
     solo = tenant_dirs[0] / "solo"
     solo.mkdir()
     (solo / "contract.pdf").write_bytes((tenant_dirs[0] / "acme" / "customer-sla-contract-summary.pdf").read_bytes())
-    assert _cli(env, "register", "--tenant", "solo", "--version", "v1").returncode == 0
-    synthesis = _cli(env, "run", "--tenant", "solo", "--version", "v1", "--job", "synthesis")
+    assert rag_eval(env, "register", "--tenant", "solo", "--version", "v1").returncode == 0
+    synthesis = rag_eval(env, "run", "--tenant", "solo", "--version", "v1", "--job", "synthesis")
     assert synthesis.returncode == 1 and "blocked by golden_set_expectations" in synthesis.stderr
     assert "Stack Trace" not in synthesis.stderr  # Dagster's own failure lines stay in the run's log
 
-    latest = _cli(env, "gate", "--tenant", "solo", "--candidate", "c1")
+    latest = rag_eval(env, "gate", "--tenant", "solo", "--candidate", "c1")
     assert latest.returncode == 2 and "no published golden set" in latest.stderr
-    named = _cli(env, "gate", "--tenant", "solo", "--candidate", "c1", "--version", "v1")
+    named = rag_eval(env, "gate", "--tenant", "solo", "--candidate", "c1", "--version", "v1")
     assert named.returncode == 2 and "solo/v1 is not published" in named.stderr
-    shown = _cli(env, "baseline", "show", "--tenant", "solo")
+    shown = rag_eval(env, "baseline", "show", "--tenant", "solo")
     assert "has no baseline yet" in shown.stdout  # nothing was recorded
 
 
@@ -236,7 +239,7 @@ def test_a_lone_surrogate_is_scored_and_an_over_long_field_fails_only_its_item(s
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="ascii")
 
-    completed = _cli(
+    completed = rag_eval(
         synthesized, "gate", "--tenant", "acme", "--candidate", "odd", "--outputs", str(outputs), "--branch", "main"
     )
 
@@ -272,7 +275,7 @@ def test_an_outputs_file_without_a_usable_record_exits_2_before_any_run(synthesi
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("".join(line + "\n" for line in lines))
 
-    completed = _cli(synthesized, "gate", "--tenant", "acme", "--candidate", "empty", "--outputs", str(outputs))
+    completed = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "empty", "--outputs", str(outputs))
 
     assert completed.returncode == 2, completed.stdout
     assert completed.stderr.strip().splitlines() == [completed.stderr.strip()]  # one line

@@ -1,19 +1,12 @@
 """`rag-eval gate` with an LLM judge that cannot be reached: an error exit whose message names the URL."""
 
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline_tests.support.cli import rag_eval
+
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
-
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
-
-
-def _cli(env, *args):
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def _closed_port_url() -> str:
@@ -32,7 +25,7 @@ def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(synt
         "RAG_EVAL_JUDGE_MAX_RETRIES": "0",
     }
 
-    completed = _cli(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
+    completed = rag_eval(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
 
     assert completed.returncode == 2, completed.stdout + completed.stderr
     [error_line] = [line for line in completed.stderr.splitlines() if line.startswith("error in ")]

@@ -7,14 +7,15 @@ Each case was reproduced on the commit before this change (d3fcc95) with the sam
 - `--baseline <a blocked commit> --branch main` promoted the candidate; a first gate from a pull request's
   branch became the baseline;
 - a report that could not be written after the promotion left the promotion in place.
+
+The gates run in this process (see support/cli.py), but for the candidate that ends its process: that
+gate runs as CI runs it, in a subprocess of its own.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,22 +26,18 @@ from rag_eval_pipeline.core.llm.client import LLMSettings
 from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.stores.local_baselines import LocalBaselineStore
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
+from rag_eval_pipeline_tests.support.cli import rag_eval, rag_eval_process
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 CANDIDATES = "rag_eval_pipeline_tests.candidates"
 DEGRADED = f"{CANDIDATES}:no_retrieval"
 INVALID_JSON = Reply(200, "Sure! Here is my verdict: the statements are supported.")
 FAKE_MODEL = "fake-judge"
 
 
-def _cli(env, *args):
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=600)
-
-
-def _gate(env, commit: str, *args):
-    return _cli(env, "gate", "--tenant", "acme", "--candidate", commit, *args)
+def _gate(env, commit: str, *args, run=rag_eval):
+    return run(env, "gate", "--tenant", "acme", "--candidate", commit, *args)
 
 
 def _history(env) -> list[str]:
@@ -133,7 +130,7 @@ def test_a_judge_failure_against_an_llm_scored_baseline_is_not_a_regression(base
 
 
 def test_a_candidate_that_ends_the_process_gets_a_verdict_not_exit_0(based):
-    gate = _gate(based, "exits", "--entry", f"{CANDIDATES}:exits_the_process", "--branch", "main")
+    gate = _gate(based, "exits", "--entry", f"{CANDIDATES}:exits_the_process", "--branch", "main", run=rag_eval_process)
 
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "gate: BLOCK for commit exits on acme/v1" in gate.stdout
@@ -172,13 +169,13 @@ def test_only_the_followed_branch_sets_the_first_baseline(synthesized_cli_env):
 
 def test_baseline_promote_refuses_an_audit_measured_on_too_few_items(based):
     assert _gate(based, "crash", "--entry", f"{CANDIDATES}:crashes").returncode == 1
-    refused = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash")
+    refused = rag_eval(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash")
     assert refused.returncode == 2
     assert "crash was measured on too few items to be the baseline of acme/v1" in refused.stderr
     assert "vector store connection refused" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert _history(based) == ["base"]
     # It crashed on every item, so no metric was measured at all: refused whatever the floor.
-    forced = _cli(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash", "--min-coverage", "0")
+    forced = rag_eval(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash", "--min-coverage", "0")
     assert forced.returncode == 2 and _history(based) == ["base"]
 
 

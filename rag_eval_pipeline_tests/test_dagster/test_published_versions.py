@@ -1,8 +1,8 @@
 """A published version is immutable, all of it, and is published from one snapshot of the documents.
 
-Real processes throughout: `rag-eval` as a user runs it, and `dagster asset materialize` to stop a run
-after some of its steps (rag-eval runs whole jobs only), so two runs interleave step by step, in the
-order the test chooses, without timing.
+`rag-eval` runs in the test's process (see support/cli.py); `dagster asset materialize`, in processes of
+its own, stops a run after some of its steps (rag-eval runs whole jobs only), so two runs interleave step
+by step, in the order the test chooses, without timing.
 """
 
 import hashlib
@@ -17,21 +17,17 @@ from rag_eval_pipeline.stores.layout import SYNTHESIS_TABLES
 from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.stores.version_tables import snapshot_problems
 from rag_eval_pipeline.synthesis.versions import read_manifest
+from rag_eval_pipeline_tests.support.cli import rag_eval
 from rag_eval_pipeline_tests.test_dagster.conftest import cli_instance
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
-BIN = Path(sys.executable).parent
-RAG_EVAL, DAGSTER = str(BIN / "rag-eval"), str(BIN / "dagster")
+DAGSTER = str(Path(sys.executable).parent / "dagster")
 REMOVED = "routewise-api-spec.md"  # the acme document most of the golden set's items come from
 CHANGED_TEXT = """# RouteWise API Specification
 
 RouteWise is retired. Its endpoints answer 410 Gone since 1 March 2026; use the Shipments API instead.
 """
-
-
-def _cli(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([RAG_EVAL, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def _materialize(env, *assets: str) -> subprocess.CompletedProcess:
@@ -67,19 +63,19 @@ def _hashes(folder: Path, audits: bool = True) -> dict[str, str]:
 def test_a_changed_document_cannot_rewrite_a_published_version(synthesized_cli_env, tenant_dirs):
     env, (documents_root, warehouse_root) = synthesized_cli_env, tenant_dirs
     version_folder = warehouse_root / "acme" / "v1"
-    base = _cli(env, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main")
+    base = rag_eval(env, "gate", "--tenant", "acme", "--candidate", "base", "--branch", "main")
     assert base.returncode == 0, base.stderr  # the reference on acme/v1 becomes the baseline
 
     # `make demo` again: the same documents run the whole lineage again; the version's tables stay as they are.
     tables = _hashes(version_folder, audits=False)
-    again = _cli(env, "run", "--tenant", "acme", "--version", "v1")
+    again = rag_eval(env, "run", "--tenant", "acme", "--version", "v1")
     assert again.returncode == 0, again.stderr
     assert _hashes(version_folder, audits=False) == tables
 
     # A document changes: re-synthesizing v1 is refused before its first table, and nothing of v1 changes.
     (documents_root / "acme" / REMOVED).write_text(CHANGED_TEXT, encoding="utf-8")
     before = _hashes(version_folder)
-    refused = _cli(env, "run", "--tenant", "acme", "--version", "v1")
+    refused = rag_eval(env, "run", "--tenant", "acme", "--version", "v1")
 
     assert refused.returncode == 2, refused.stderr
     [error] = [line for line in refused.stderr.splitlines() if line.startswith("error in ")]
@@ -89,7 +85,7 @@ def test_a_changed_document_cannot_rewrite_a_published_version(synthesized_cli_e
     assert _hashes(version_folder) == before
 
     # So the unchanged reference candidate still measures what it measured.
-    after = _cli(env, "gate", "--tenant", "acme", "--candidate", "after")
+    after = rag_eval(env, "gate", "--tenant", "acme", "--candidate", "after")
     assert after.returncode == 0, after.stdout + after.stderr
     assert "gate: PASS for commit after on acme/v1" in after.stdout
 
@@ -106,7 +102,7 @@ def _check_evaluation(env) -> dict:
 def test_two_runs_that_read_different_documents_never_publish_a_mixture(cli_env, tenant_dirs):
     env, (documents_root, warehouse_root) = cli_env, tenant_dirs
     warehouse = Warehouse(warehouse_root)
-    assert _cli(env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
+    assert rag_eval(env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
 
     # Run A reads the documents and chunks them, then stops; a document is removed; run B reads the documents.
     first = _materialize(env, "raw_documents", "rejected_documents", "document_chunks")
@@ -134,7 +130,7 @@ def test_two_runs_that_read_different_documents_never_publish_a_mixture(cli_env,
     assert read_manifest(warehouse, "acme", "v1") is None
 
     # The next whole run publishes one snapshot: the documents as they are now.
-    whole = _cli(env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis")
+    whole = rag_eval(env, "run", "--tenant", "acme", "--version", "v1", "--job", "synthesis")
     assert whole.returncode == 0, whole.stderr
     assert read_manifest(warehouse, "acme", "v1") is not None
     golden, chunks = warehouse.read("acme", "v1", "golden_set"), warehouse.read("acme", "v1", "document_chunks")

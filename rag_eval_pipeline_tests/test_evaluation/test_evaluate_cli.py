@@ -1,20 +1,21 @@
-"""`rag-eval evaluate` on JSONL, CSV and Parquet inputs, with RAGAS or our own column names, and on bad input."""
+"""`rag-eval evaluate` on JSONL, CSV and Parquet inputs, with RAGAS or our own column names, and on bad input.
+
+The command runs in the test's process (see support/cli.py), but for the empty input: that one runs as a
+user runs it, in a subprocess.
+"""
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from rag_eval_pipeline import cli
 from rag_eval_pipeline.cli import files
+from rag_eval_pipeline_tests.support.cli import rag_eval, rag_eval_process
 
 pytestmark = [pytest.mark.cli]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 CONTEXT = "Refunds are processed within 14 days of the request. Store credit never expires."
 
 RAGAS_ROWS = [
@@ -60,13 +61,7 @@ def _run(tmp_path, rows, suffix, out_suffix=".jsonl", *extra):
         frame.to_csv(source, index=False)
     out = tmp_path / f"out{out_suffix}"
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "warehouse")}
-    completed = subprocess.run(
-        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    completed = rag_eval(env, "evaluate", "--input", str(source), "--out", str(out), *extra)
     return completed, out
 
 
@@ -144,12 +139,8 @@ def bad_lines_run(tmp_path_factory):
     source, out = folder / "in.jsonl", folder / "new" / "out.jsonl"  # a folder still to be created
     source.write_text("\n".join(BAD_LINES) + "\n")
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(folder / "warehouse")}
-    completed = subprocess.run(
-        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,hit_rate"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    completed = rag_eval(
+        env, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,hit_rate"
     )
     assert completed.returncode == 0, completed.stderr
     assert "Traceback" not in completed.stderr
@@ -196,21 +187,15 @@ def test_a_lone_surrogate_is_scored_as_a_replacement_character(tmp_path, out_suf
     ]
     source, out = tmp_path / "in.jsonl", tmp_path / f"out{out_suffix}"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="ascii")  # escapes, as JSON allows
-    completed = subprocess.run(
-        [
-            RAG_EVAL,
-            "evaluate",
-            "--input",
-            str(source),
-            "--out",
-            str(out),
-            "--metrics",
-            "faithfulness,answer_correctness",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
-        timeout=300,
+    completed = rag_eval(
+        {**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
+        "evaluate",
+        "--input",
+        str(source),
+        "--out",
+        str(out),
+        "--metrics",
+        "faithfulness,answer_correctness",
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -224,12 +209,13 @@ def test_a_lone_surrogate_is_scored_as_a_replacement_character(tmp_path, out_suf
 def test_an_empty_input_is_refused_in_one_line(tmp_path):
     source = tmp_path / "empty.jsonl"
     source.write_text("")
-    completed = subprocess.run(
-        [RAG_EVAL, "evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
-        timeout=120,
+    completed = rag_eval_process(
+        {**os.environ, "RAG_EVAL_WAREHOUSE": str(tmp_path / "w")},
+        "evaluate",
+        "--input",
+        str(source),
+        "--out",
+        str(tmp_path / "out.jsonl"),
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [f"error: input {source} holds no rows"]
