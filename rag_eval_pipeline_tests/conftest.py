@@ -43,10 +43,12 @@ def demo_folder() -> Path:
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto`: a worker per core this process may use, at most four. Each worker starts its own services
-    (the LLM server, the S3 server) and loads the embedding model, so more would cost memory, not time."""
+    """`-n auto`: one worker more than the cores this process may use, at most four. Many slow tests mostly
+    wait (on a killed process, a grace period, a server, a Celery worker), so the extra worker keeps the
+    cores busy meanwhile; each worker starts its own services (the LLM server, the S3 server) and loads
+    the embedding model, so more than four would cost memory, not time."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not on macOS
-    return max(1, min(usable, MAX_WORKERS))
+    return max(1, min(usable + 1, MAX_WORKERS))
 
 
 def pytest_collection_modifyitems(items):

@@ -1,7 +1,7 @@
 """kill -9 at every asset boundary of the synthesis and audit tracks: nothing half-written is ever read.
 
 The test drives a real `rag-eval run` process and kills it by PID the moment a table (or the golden
-set's manifest) appears. After each kill: every table on disk is whole, a version is visible to a gate
+set's manifest) appears (the commands between kills run in the test's process, see support/cli.py). After each kill: every table on disk is whole, a version is visible to a gate
 only when its manifest and table are both there, and the baseline history parses. Then the next run
 starts from scratch on the same warehouse; the last one completes with the content hash the killed
 runs were producing.
@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,10 +19,10 @@ import pytest
 
 from rag_eval_pipeline.stores.local import Warehouse
 from rag_eval_pipeline.synthesis.versions import content_hash, latest_version, read_manifest
+from rag_eval_pipeline_tests.support.cli import RAG_EVAL, rag_eval
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
-RAG_EVAL = str(Path(sys.executable).parent / "rag-eval")
 PARTITION = ["acme", "v1"]
 # In lineage order; audit tables sit in audits/commit=<c>/run=<id>/.
 BOUNDARIES = [
@@ -79,7 +78,7 @@ def _assert_nothing_half_written(warehouse: Warehouse) -> None:
 
 
 def test_a_kill_at_any_boundary_never_leaves_anything_half_written(cli_env):
-    assert subprocess.run([RAG_EVAL, "register", "--tenant", "acme", "--version", "v1"], env=cli_env).returncode == 0
+    assert rag_eval(cli_env, "register", "--tenant", "acme", "--version", "v1").returncode == 0
     warehouse = Warehouse(cli_env["RAG_EVAL_WAREHOUSE"])
     folder = warehouse.partition_dir(*PARTITION)
     hashes = set()
@@ -91,17 +90,10 @@ def test_a_kill_at_any_boundary_never_leaves_anything_half_written(cli_env):
         if warehouse.exists(*PARTITION, "golden_set"):
             hashes.add(content_hash(warehouse.read(*PARTITION, "golden_set")))
         if pattern == "golden_set.parquet" and read_manifest(warehouse, *PARTITION) is None:
-            gate = subprocess.run(
-                [RAG_EVAL, "gate", "--tenant", "acme", "--candidate", "c0"], env=cli_env, capture_output=True, text=True
-            )
+            gate = rag_eval(cli_env, "gate", "--tenant", "acme", "--candidate", "c0")
             assert gate.returncode == 2 and "no published golden set" in gate.stderr
 
-    completed = subprocess.run(
-        [RAG_EVAL, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1"],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-    )
+    completed = rag_eval(cli_env, "run", "--tenant", "acme", "--version", "v1", "--commit", "c1")
     assert completed.returncode == 0, completed.stderr
     _assert_nothing_half_written(warehouse)
     manifest = read_manifest(warehouse, *PARTITION)
