@@ -1,4 +1,5 @@
-"""The tenant fixtures (see tenant_fixtures.py), and the environment of a `rag-eval` subprocess."""
+"""The tenant fixtures (see tenant_fixtures.py), and the environment `rag-eval` runs with (in a subprocess
+or in the test's process: support/cli.py)."""
 
 import os
 from contextlib import contextmanager

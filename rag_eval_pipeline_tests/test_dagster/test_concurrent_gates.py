@@ -1,4 +1,5 @@
-"""Many `rag-eval gate` processes at once, on one tenant and on several: each gets its own verdict.
+"""Many `rag-eval gate` processes at once, on one tenant and on several: each gets its own verdict (and a
+first gate measured on no item, in the test's process, never becomes the baseline).
 
 Before the audit tables were keyed by commit and run, two gates of one tenant started together
 overwrote each other's tables: a candidate that declines every question passed with the reference

@@ -1,7 +1,8 @@
 """`rag-eval gate` as CI runs it: exit 0 on pass, 1 on a regression, 2 on an error, and JUnit XML.
 
-The first test runs the console script in subprocesses, as CI does; the rest call it in this process
-(see support/cli.py), which decides the same and spares each call a fresh interpreter.
+The first test runs the console script in subprocesses, as CI does, and so do the tests that read all of
+stderr (one line, no stack trace); the rest call it in this process (see support/cli.py), which decides
+the same and spares each call a fresh interpreter.
 """
 
 import json
@@ -194,7 +195,7 @@ def test_a_golden_set_that_fails_its_check_is_never_gated_on(env, tenant_dirs):
     solo.mkdir()
     (solo / "contract.pdf").write_bytes((tenant_dirs[0] / "acme" / "customer-sla-contract-summary.pdf").read_bytes())
     assert rag_eval(env, "register", "--tenant", "solo", "--version", "v1").returncode == 0
-    synthesis = rag_eval(env, "run", "--tenant", "solo", "--version", "v1", "--job", "synthesis")
+    synthesis = rag_eval_process(env, "run", "--tenant", "solo", "--version", "v1", "--job", "synthesis")
     assert synthesis.returncode == 1 and "blocked by golden_set_expectations" in synthesis.stderr
     assert "Stack Trace" not in synthesis.stderr  # Dagster's own failure lines stay in the run's log
 
@@ -275,7 +276,9 @@ def test_an_outputs_file_without_a_usable_record_exits_2_before_any_run(synthesi
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("".join(line + "\n" for line in lines))
 
-    completed = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "empty", "--outputs", str(outputs))
+    completed = rag_eval_process(
+        synthesized, "gate", "--tenant", "acme", "--candidate", "empty", "--outputs", str(outputs)
+    )
 
     assert completed.returncode == 2, completed.stdout
     assert completed.stderr.strip().splitlines() == [completed.stderr.strip()]  # one line

@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from rag_eval_pipeline_tests.support.cli import rag_eval
+from rag_eval_pipeline_tests.support.cli import rag_eval_process
 
 pytestmark = [pytest.mark.dagster, pytest.mark.cli]
 
@@ -25,7 +25,8 @@ def test_an_unreachable_judge_fails_the_gate_with_its_url_on_the_error_line(synt
         "RAG_EVAL_JUDGE_MAX_RETRIES": "0",
     }
 
-    completed = rag_eval(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
+    # A process, with a timeout: a retry loop that never gives up would hang a test in the test's process.
+    completed = rag_eval_process(judge_env, "gate", "--tenant", "acme", "--candidate", "c1")
 
     assert completed.returncode == 2, completed.stdout + completed.stderr
     [error_line] = [line for line in completed.stderr.splitlines() if line.startswith("error in ")]

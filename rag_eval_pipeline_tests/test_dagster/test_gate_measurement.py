@@ -9,7 +9,8 @@ Each case was reproduced on the commit before this change (d3fcc95) with the sam
 - a report that could not be written after the promotion left the promotion in place.
 
 The gates run in this process (see support/cli.py), but for the candidate that ends its process: that
-gate runs as CI runs it, in a subprocess of its own.
+gate runs as CI runs it, in a subprocess of its own, as does the refused promotion whose stderr must be
+one line.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def test_only_the_followed_branch_sets_the_first_baseline(synthesized_cli_env):
 
 def test_baseline_promote_refuses_an_audit_measured_on_too_few_items(based):
     assert _gate(based, "crash", "--entry", f"{CANDIDATES}:crashes").returncode == 1
-    refused = rag_eval(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash")
+    refused = rag_eval_process(based, "baseline", "promote", "--tenant", "acme", "--commit", "crash")
     assert refused.returncode == 2
     assert "crash was measured on too few items to be the baseline of acme/v1" in refused.stderr
     assert "vector store connection refused" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

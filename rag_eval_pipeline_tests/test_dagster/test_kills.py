@@ -1,10 +1,11 @@
 """kill -9 at every asset boundary of the synthesis and audit tracks: nothing half-written is ever read.
 
 The test drives a real `rag-eval run` process and kills it by PID the moment a table (or the golden
-set's manifest) appears (the commands between kills run in the test's process, see support/cli.py). After each kill: every table on disk is whole, a version is visible to a gate
+set's manifest) appears. After each kill: every table on disk is whole, a version is visible to a gate
 only when its manifest and table are both there, and the baseline history parses. Then the next run
-starts from scratch on the same warehouse; the last one completes with the content hash the killed
-runs were producing.
+starts from scratch on the same warehouse; the last one, run to the end in the test's process (as are
+the register before and the gate between kills, see support/cli.py), completes with the content hash
+the killed runs were producing.
 """
 
 import json

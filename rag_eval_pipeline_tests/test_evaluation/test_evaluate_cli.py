@@ -1,7 +1,7 @@
 """`rag-eval evaluate` on JSONL, CSV and Parquet inputs, with RAGAS or our own column names, and on bad input.
 
-The command runs in the test's process (see support/cli.py), but for the empty input: that one runs as a
-user runs it, in a subprocess.
+The command runs in the test's process (see support/cli.py), but where the test reads all of stderr (no
+traceback, one line): there it runs as a user runs it, in a subprocess.
 """
 
 import json
@@ -139,7 +139,7 @@ def bad_lines_run(tmp_path_factory):
     source, out = folder / "in.jsonl", folder / "new" / "out.jsonl"  # a folder still to be created
     source.write_text("\n".join(BAD_LINES) + "\n")
     env = {**os.environ, "RAG_EVAL_WAREHOUSE": str(folder / "warehouse")}
-    completed = rag_eval(
+    completed = rag_eval_process(  # a process: all of its stderr is seen
         env, "evaluate", "--input", str(source), "--out", str(out), "--metrics", "faithfulness,hit_rate"
     )
     assert completed.returncode == 0, completed.stderr
