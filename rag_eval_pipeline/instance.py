@@ -17,7 +17,8 @@ from dagster._core.errors import DagsterInvalidConfigError
 
 from rag_eval_pipeline import settings
 
-EXAMPLE_PG_URL = "postgresql://postgres@127.0.0.1:5432/dagster"
+# A login of its own that owns the `dagster` database: every process of the instance holds this URL.
+EXAMPLE_PG_URL = "postgresql://dagster@127.0.0.1:5432/dagster"
 
 
 class InstanceConfigError(RuntimeError):

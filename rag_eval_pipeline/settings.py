@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from rag_eval_pipeline.core.defaults import (
@@ -26,6 +26,7 @@ from rag_eval_pipeline.core.defaults import (
     JudgeMode,
     ResponseFormat,
 )
+from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
 # The repo's instance config (run-queue limits), copied into a new Dagster home. It exists only in a
 # source checkout; an installed package has none and Dagster's defaults apply.
@@ -65,7 +66,24 @@ PRODUCTION_VARIABLES = {
     "object_store_url": "RAG_EVAL_OBJECT_STORE_URL",  # s3://bucket/prefix
     "object_store_endpoint": "RAG_EVAL_OBJECT_STORE_ENDPOINT",  # an S3-compatible server's URL
     "cache_url": "RAG_EVAL_CACHE_URL",  # redis://host:port/db, shared by every worker
+    "cache_shared_across_tenants": "RAG_EVAL_CACHE_SHARED_ACROSS_TENANTS",  # off: one cache namespace per tenant
     "run_timeout_s": "RAG_EVAL_RUN_TIMEOUT_S",  # how long `rag-eval` waits for a run on a worker
+    "database_lock_timeout_s": "RAG_EVAL_DATABASE_LOCK_TIMEOUT_S",  # a session's longest wait for a lock
+    "database_statement_timeout_s": "RAG_EVAL_DATABASE_STATEMENT_TIMEOUT_S",  # one statement's longest run
+    "retention_days": "RAG_EVAL_RETENTION_DAYS",  # what `rag-eval prune` keeps, in both modes
+    "retention_days_by_tenant": "RAG_EVAL_RETENTION_DAYS_BY_TENANT",  # acme=30,globex=365
+}
+# The gate service (`rag-eval serve`) and its tokens, and the CLI as the service's client.
+SERVICE_VARIABLES = {
+    "token_key_file": "RAG_EVAL_TOKEN_KEY_FILE",  # the local HS256 signing key (one machine)
+    "jwks_url": "RAG_EVAL_AUTH_JWKS_URL",  # an identity provider's keys (RS256/ES256), instead of the local key
+    "issuer": "RAG_EVAL_AUTH_ISSUER",
+    "audience": "RAG_EVAL_AUTH_AUDIENCE",
+    "tenant_claim": "RAG_EVAL_AUTH_TENANT_CLAIM",
+    "max_gates": "RAG_EVAL_SERVICE_MAX_GATES",
+    "warm_children": "RAG_EVAL_SERVICE_WARM_CHILDREN",
+    "server_url": "RAG_EVAL_SERVER",  # set both of these in a tenant's CI: the CLI then talks to the service
+    "token": "RAG_EVAL_TOKEN",
 }
 # How long a run elsewhere may go without a heartbeat before it is called dead (automation/liveness.py).
 RUN_STALE_AFTER_VARIABLE = "RAG_EVAL_RUN_STALE_AFTER_S"
@@ -147,12 +165,52 @@ class ProductionSettings(BaseModel):
     cache_url: str = Field(
         default="", description="`redis://host:port/db`: the judge-call and embedding caches every worker shares"
     )
+    # Read where a run executes, never from a run's config: only the operator may turn sharing on.
+    cache_shared_across_tenants: bool = Field(
+        default=False,
+        description="`true`: every tenant's runs read and write one namespace of the judge-call and embedding "
+        "caches (Redis or SQLite), so hit counts tell a tenant which texts another sent; `false`: one per tenant",
+    )
     run_timeout_s: float = Field(
         default=7200.0,
         gt=0,
         allow_inf_nan=False,
         description="how long `rag-eval run`/`gate` wait for a run on a worker before asking to cancel it",
     )
+    # Sent as each results-database session's lock_timeout and statement_timeout (milliseconds there),
+    # so a session stuck behind another's lock, or in a runaway statement, fails instead of stalling.
+    database_lock_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="the longest a results-database session waits for a lock (a table's, a row's, a tenant's "
+        "promotion or a version's lock) before it fails",
+    )
+    database_statement_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="the longest one statement on the results database may run before it is canceled",
+    )
+    # Read by `rag-eval prune` in the embedded mode too: retention is a tenant's policy, not a store's.
+    retention_days: int = Field(
+        default=90,
+        ge=1,
+        description="days a tenant's audits, submitted outputs and Dagster runs are kept; `rag-eval prune` removes "
+        "older ones, never a baseline's audits nor a golden set",
+    )
+    retention_days_by_tenant: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="per-tenant overrides of the retention in days, e.g. `acme=30,globex=365`"
+    )
+
+    @field_validator("retention_days_by_tenant", mode="before")
+    @classmethod
+    def _read_tenant_days(cls, value: object) -> object:
+        return tenant_days(value) if isinstance(value, str) else value
+
+    def retention_for(self, tenant: str) -> int:
+        """The days a tenant's audits and runs are kept: its override, else the default."""
+        return self.retention_days_by_tenant.get(tenant, self.retention_days)
 
     @model_validator(mode="after")
     def _object_store_needs_the_database(self) -> ProductionSettings:
@@ -171,6 +229,36 @@ class ProductionSettings(BaseModel):
     @property
     def enabled(self) -> bool:
         return bool(self.database_url)
+
+
+class ServiceSettings(BaseModel):
+    """The gate service's token verification, and where the CLI finds the service (RAG_EVAL_SERVER etc.)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    token_key_file: Path | None = Field(
+        default=None, description="a file holding the HS256 key the service signs and verifies local tokens with"
+    )
+    jwks_url: str = Field(
+        default="", description="an identity provider's JWKS URL: tokens are then RS256/ES256 and checked against it"
+    )
+    issuer: str = Field(default="rag-eval", description="the `iss` every token must carry")
+    audience: str = Field(default="rag-eval-gate", description="the `aud` every token must carry")
+    tenant_claim: str = Field(default="tenant", description="the claim that names the token's tenant")
+    max_gates: int = Field(default=8, ge=1, description="gates the service runs at once; more wait their turn")
+    warm_children: int = Field(
+        default=2,
+        ge=0,
+        description="`rag-eval` processes the service starts ahead of their command, imports done (each runs "
+        "one command, then exits); 0: each command starts cold",
+    )
+    server_url: str = Field(default="", description="the gate service's URL, for a tenant's CI (with the token)")
+    token: str = Field(default="", description="the tenant's token, for a tenant's CI (with the server URL)")
+
+    @property
+    def remote(self) -> bool:
+        """Whether the CLI talks to a gate service instead of opening the stores itself."""
+        return bool(self.server_url and self.token)
 
 
 class Settings(BaseModel):
@@ -196,6 +284,9 @@ class Settings(BaseModel):
     production: ProductionSettings = Field(
         default=ProductionSettings(), description="production mode's shared stores (see Production)"
     )
+    service: ServiceSettings = Field(
+        default=ServiceSettings(), description="the gate service and its tokens (see Production)"
+    )
     # A run's process beats every fifth of this; a run on another machine silent for longer is dead.
     run_stale_after_s: float = Field(
         default=300.0,
@@ -220,6 +311,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     judge.setdefault("cache", production.get("cache_url") or str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
+    service = {name: value for name, variable in SERVICE_VARIABLES.items() if (value := _value(environ, variable))}
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
     try:
         return Settings.model_validate(
@@ -229,11 +321,34 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
                 "candidate_modules": modules,
                 "followed_branch": branch if "repo" in branch else None,
                 "production": production,
+                "service": service,
                 **runs,
             }
         )
     except ValidationError as error:
         raise SettingsError("; ".join(_problem(problem) for problem in error.errors())) from None
+
+
+def tenant_days(text: str) -> dict[str, int]:
+    """`acme=30,globex=365` as {tenant: days}; ValueError naming RAG_EVAL_RETENTION_DAYS_BY_TENANT otherwise."""
+    days = {}
+    for item in (part.strip() for part in text.split(",")):
+        tenant, _, value = (side.strip() for side in item.partition("="))
+        if not (_is_tenant(tenant) and value.isdigit() and int(value) >= 1):
+            raise ValueError(
+                f"{PRODUCTION_VARIABLES['retention_days_by_tenant']} must be tenant=days pairs with days at least 1 "
+                f"(e.g. acme=30,globex=365), got {item!r}"
+            )
+        days[tenant] = int(value)
+    return days
+
+
+def _is_tenant(name: str) -> bool:
+    try:
+        validate_name("tenant", name)
+        return True
+    except PartitionNameError:
+        return False
 
 
 def _value(environ: Mapping[str, str], variable: str) -> str:
@@ -248,6 +363,7 @@ def _problem(problem: ErrorDetails) -> str:
     variable = (
         JUDGE_VARIABLES.get(field)
         or PRODUCTION_VARIABLES.get(field)
+        or SERVICE_VARIABLES.get(field)
         or {"run_stale_after_s": RUN_STALE_AFTER_VARIABLE}.get(field)
         or LOCATIONS.get(field, (field,))[0]
     )
@@ -260,5 +376,6 @@ def _problem(problem: ErrorDetails) -> str:
         "literal_error": f"must be one of {context.get('expected', '')}",
         "greater_than": f"must be greater than {context.get('gt')}",
         "greater_than_equal": f"must be at least {context.get('ge')}",
+        "bool_parsing": "must be true or false (also 1/0, yes/no, on/off)",
     }.get(problem["type"], problem["msg"])
     return f"{variable} {wanted}, got {problem.get('input')!r}"

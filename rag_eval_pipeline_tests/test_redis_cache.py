@@ -1,5 +1,6 @@
 """The shared Redis store behind the caches in production: it behaves as the SQLite store, its
 entries are seen by every process, and the judge-call and embedding caches use it given a redis:// URL.
+(Tenant namespaces and the checks on read: test_cache_tenants.py.)
 
 Needs the local Redis at 127.0.0.1:6379. Tests use its DB 15, a namespace of their own where they
 can, and delete the keys they wrote.
@@ -21,7 +22,7 @@ import pytest
 import redis
 
 from rag_eval_pipeline.stores import redis_cache
-from rag_eval_pipeline.stores.cache import CacheUnavailable, open_cache
+from rag_eval_pipeline.stores.cache import CacheUnavailable, open_store, unseal
 from rag_eval_pipeline.stores.redis_cache import RedisCache
 from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
 
@@ -66,36 +67,39 @@ def _delete(client, pattern: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-def open_store(request, tmp_path, table):
-    """open_store(suffix) opens a table of one location (a SQLite file or the Redis), via open_cache."""
+def open_table(request, tmp_path, table):
+    """open_table(suffix, namespace) opens a table of one location (a SQLite file or the Redis), via open_store."""
     location = tmp_path / "cache.sqlite" if request.param == "sqlite" else REDIS_URL
     opened = []
 
-    def open_store(suffix: str = ""):
-        opened.append(open_cache(location, table + suffix))
+    def opener(suffix: str = "", namespace: str = "shared"):
+        opened.append(open_store(location, table + suffix, namespace))
         return opened[-1]
 
-    yield open_store
+    yield opener
     for store in opened:
         store.close()
 
 
-def test_open_cache_picks_the_store_the_location_names(tmp_path, table):
-    in_memory, on_disk = open_cache(None, table), open_cache(tmp_path / "c.sqlite", table)
-    shared = open_cache(REDIS_URL, table)
-    assert isinstance(in_memory, SqliteCache) and in_memory.path == "" and open_cache("", table).path == ""
+def test_open_store_picks_the_store_the_location_names(tmp_path, table):
+    in_memory, on_disk = open_store(None, table, "shared"), open_store(tmp_path / "c.sqlite", table, "shared")
+    shared = open_store(REDIS_URL, table, "tenant:acme")
+    assert isinstance(in_memory, SqliteCache) and in_memory.path == "" and open_store("", table, "shared").path == ""
     assert isinstance(on_disk, SqliteCache) and (tmp_path / "c.sqlite").is_file()
-    assert isinstance(shared, RedisCache) and shared.path == REDIS_URL
+    assert isinstance(shared, RedisCache) and shared.path == REDIS_URL and shared.namespace == "tenant:acme"
     with pytest.raises(ValueError, match=r"^cache location postgresql://u:\*\*\*@db/x: a URL must be redis"):
-        open_cache("postgresql://u:secret@db/x", table)
+        open_store("postgresql://u:secret@db/x", table, "shared")
     with pytest.raises(ValueError, match="^invalid cache URL redis://127.0.0.1:port/0: "):
-        open_cache("redis://127.0.0.1:port/0", table)
+        open_store("redis://127.0.0.1:port/0", table, "shared")
     with pytest.raises(ValueError, match="invalid table name"):
-        open_cache(REDIS_URL, "no-dashes")
+        open_store(REDIS_URL, "no-dashes", "shared")
+    for namespace in ("acme", "tenant:", "tenant:*", "tenant:acme:x", "tenant:ACME", ""):
+        with pytest.raises(ValueError, match="^invalid cache namespace"):
+            open_store(REDIS_URL, table, namespace)
 
 
-def test_get_put_and_len_behave_the_same_in_both_stores(open_store):
-    store = open_store()
+def test_get_put_and_len_behave_the_same_in_both_stores(open_table):
+    store = open_table()
     assert store.get("a") is None and len(store) == 0
     store.put("a", b"1")
     store.put("a", b"2")  # a second put replaces the value
@@ -109,8 +113,8 @@ def test_get_put_and_len_behave_the_same_in_both_stores(open_store):
     assert len(store) == 2501
 
 
-def test_len_counts_only_its_own_table(open_store, raw_redis, table):
-    mine, other = open_store(), open_store("_other")
+def test_len_counts_only_its_own_table(open_table, raw_redis, table):
+    mine, other = open_table(), open_table("_other")
     mine.put_many({"x": b"1", "y": b"2"})
     other.put("x", b"other")
     raw_redis.set(f"not_ours:{table}:z", b"3")  # another user of the Redis, outside the namespace
@@ -121,8 +125,18 @@ def test_len_counts_only_its_own_table(open_store, raw_redis, table):
         raw_redis.delete(f"not_ours:{table}:z")
 
 
-def test_values_and_keys_round_trip_exactly(open_store):
-    store = open_store()
+def test_a_namespace_reads_and_counts_only_its_own_entries(open_table):
+    acme, globex, shared = open_table(namespace="tenant:acme"), open_table(namespace="tenant:globex"), open_table()
+    acme.put_many({"k": b"acme", "only-acme": b"1"})
+    globex.put("k", b"globex")
+
+    assert (acme.get("k"), globex.get("k"), shared.get("k")) == (b"acme", b"globex", None)
+    assert globex.get_many(["k", "only-acme"]) == {"k": b"globex"} and shared.get_many(["k"]) == {}
+    assert (len(acme), len(globex), len(shared)) == (2, 1, 0)
+
+
+def test_values_and_keys_round_trip_exactly(open_table):
+    store = open_table()
     values = {
         "empty": b"",
         "all-bytes": bytes(range(256)) * 3,
@@ -138,14 +152,15 @@ def test_values_and_keys_round_trip_exactly(open_store):
     assert len(store) == len(values)
 
 
-def test_the_redis_keys_are_namespaced_by_table(raw_redis, table):
-    store = open_cache(REDIS_URL, table)
-    store.put("model:abc", b"v")
-    assert raw_redis.get(f"rag_eval:{table}:model:abc") == b"v"
+def test_the_redis_keys_are_namespaced_by_table_and_tenant(raw_redis, table):
+    open_store(REDIS_URL, table, "tenant:acme").put("model:abc", b"acme's")
+    open_store(REDIS_URL, table, "shared").put("model:abc", b"shared")
+    assert raw_redis.get(f"rag_eval:{table}:tenant:acme:model:abc") == b"acme's"
+    assert raw_redis.get(f"rag_eval:{table}:shared:model:abc") == b"shared"
 
 
 def test_threads_share_one_redis_store(table):
-    store = open_cache(REDIS_URL, table)
+    store = open_store(REDIS_URL, table, "shared")
     threads = [threading.Thread(target=lambda t=t: [store.put(f"{t}-{i}", b"x") for i in range(100)]) for t in range(4)]
     for thread in threads:
         thread.start()
@@ -156,7 +171,7 @@ def test_threads_share_one_redis_store(table):
 
 def _writer_then_reader(table: str, me: int, other: int, barrier, results) -> None:
     """In a spawned process: write this process's keys, wait for the other's, read them back."""
-    store = open_cache(REDIS_URL, table)
+    store = open_store(REDIS_URL, table, "tenant:acme")
     store.put_many({f"{me}-{i}": f"from {me}".encode() for i in range(200)})
     barrier.wait(timeout=60)
     results.put((me, store.get_many(f"{other}-{i}" for i in range(200))))
@@ -176,7 +191,7 @@ def test_two_processes_see_each_others_entries(table):
     assert [worker.exitcode for worker in workers] == [0, 0]
     for me in (0, 1):
         assert seen[me] == {f"{1 - me}-{i}": f"from {1 - me}".encode() for i in range(200)}
-    assert len(open_cache(REDIS_URL, table)) == 400
+    assert len(open_store(REDIS_URL, table, "tenant:acme")) == 400
 
 
 def test_the_judge_call_cache_in_redis_answers_a_second_judge(embedder, raw_redis, new_keys):
@@ -208,13 +223,14 @@ def test_the_judge_call_cache_in_redis_answers_a_second_judge(embedder, raw_redi
         assert run(second) == ["ok"] * 3
 
     assert (len(first.requests), len(second.requests)) == (3, 0)
-    # The key is today's: the sha256 of the request the server received.
-    stored = raw_redis.get(f"rag_eval:judge_calls:{request_key(first.requests[0])}")
-    assert stored is not None and json.loads(stored)["prompt_tokens"] == 10
+    # The key is today's: the sha256 of the request the server received, in the shared namespace (no tenant).
+    key = request_key(first.requests[0])
+    stored = raw_redis.get(f"rag_eval:judge_calls:shared:{key}")
+    assert stored is not None and json.loads(unseal(key, stored))["prompt_tokens"] == 10
 
 
 def test_the_embedding_cache_in_redis_answers_a_second_embedder(raw_redis, new_keys):
-    from rag_eval_pipeline.core.embeddings import MODEL_NAME, Embedder
+    from rag_eval_pipeline.core.embeddings import MODEL_NAME, Embedder, VectorCodec
     from rag_eval_pipeline.core.text import sha256
 
     texts = [f"Backups are kept for 30 days ({uuid.uuid4().hex}).", f"Audit records stay a year ({uuid.uuid4().hex})."]
@@ -225,7 +241,9 @@ def test_the_embedding_cache_in_redis_answers_a_second_embedder(raw_redis, new_k
 
     assert (first.cache_hits, first.cache_misses, second.cache_hits, second.cache_misses) == (0, 2, 2, 0)
     np.testing.assert_array_equal(again, vectors)
-    assert raw_redis.get(f"rag_eval:embeddings:{MODEL_NAME}:{sha256(texts[0])}") == vectors[0].tobytes()
+    key = f"{MODEL_NAME}:{sha256(texts[0])}"
+    stored = raw_redis.get(f"rag_eval:embeddings:shared:{key}")
+    np.testing.assert_array_equal(VectorCodec().decode(unseal(key, stored)), vectors[0])
 
 
 def _closed_port() -> int:
@@ -238,7 +256,7 @@ def test_a_redis_that_is_down_is_a_one_line_cache_error_naming_the_url(table):
     url = f"redis://:secret@127.0.0.1:{_closed_port()}/0"
     started = time.monotonic()
     with pytest.raises(CacheUnavailable) as caught:
-        open_cache(url, table)
+        open_store(url, table, "shared")
 
     assert time.monotonic() - started < 30  # refused at once, retried briefly: seconds, never a hang
     message = str(caught.value)
@@ -255,5 +273,5 @@ def test_a_redis_that_never_answers_fails_within_the_socket_timeout(monkeypatch,
         url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
         started = time.monotonic()
         with pytest.raises(CacheUnavailable, match=f"^the cache at {url} is unavailable: .*[Tt]imeout"):
-            open_cache(url, table)
+            open_store(url, table, "shared")
     assert time.monotonic() - started < 30  # three attempts of 0.2 s and two short pauses, not a hang

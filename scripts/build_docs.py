@@ -102,6 +102,7 @@ def setting_variables() -> dict[str, str]:
         **{f"judge.{name}": variable for name, variable in settings.JUDGE_VARIABLES.items()},
         **{f"followed_branch.{name}": variable for name, variable in settings.BRANCH_VARIABLES.items()},
         **{f"production.{name}": variable for name, variable in settings.PRODUCTION_VARIABLES.items()},
+        **{f"service.{name}": variable for name, variable in settings.SERVICE_VARIABLES.items()},
         "candidate_modules": settings.CANDIDATE_MODULES_VARIABLE,
         "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
     }
@@ -549,6 +550,48 @@ def _gate_wall_time(data: dict) -> str:
     )
 
 
+def _service_gate(data: dict) -> str:
+    sides = []
+    for label, key in (
+        ("reference candidate (exit 0)", "gate_reference"),
+        ("`--outputs`, blocked (exit 1)", "gate_outputs_blocked"),
+    ):
+        for side in ("cli", "service"):
+            figures = data[key][side]
+            name = "CLI gate (peer)" if side == "cli" else "through the service"
+            sides.append([f"{label}: {name}", figures["median_s"], _range(figures), len(figures["runs_s"])])
+    token = data["token"]
+    batch = data["concurrent_tenants"]
+    return (
+        table(["gate", "median s", "range s", "runs"], sides)
+        + f"\nOverhead of the service (median difference): reference {_number(data['gate_reference']['overhead_s'])} s, "
+        f"outputs {_number(data['gate_outputs_blocked']['overhead_s'])} s; target within "
+        f"{_number(data['target_overhead_s'])} s: {'met' if data['target_met'] else 'not met'}.\n\n"
+        f"Token verification (HS256, in process): median {_number(token['hs256_verify_median_us'])} µs. "
+        f"An authenticated request (GET baselines) {_number(token['authenticated_request_median_ms'])} ms against an "
+        f"unauthenticated one (GET /openapi.json) {_number(token['peer_unauthenticated_request_median_ms'])} ms "
+        f"(medians of {token['requests']}).\n\n"
+        + table(
+            [f"{batch['tenants']} tenants' gates at once", "median s", "range s", "runs"],
+            [
+                [
+                    "operator CLI processes (peer)",
+                    batch["cli_at_once"]["median_s"],
+                    _range(batch["cli_at_once"]),
+                    len(batch["cli_at_once"]["runs_s"]),
+                ],
+                [
+                    "CI clients through the service",
+                    batch["service_at_once"]["median_s"],
+                    _range(batch["service_at_once"]),
+                    len(batch["service_at_once"]["runs_s"]),
+                ],
+            ],
+        )
+        + f"\nRatio service / CLI: {_number(batch['ratio_service_to_cli'])}.\n"
+    )
+
+
 def _golden_quality(data: dict) -> str:
     types = ["simple", "reasoning", "multi_context", "unanswerable"]
     rows = []
@@ -797,6 +840,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "judge_accuracy": _judge_accuracy,
     "lineage_run": _lineage_run,
     "rls_scores": _rls_scores,
+    "service_gate": _service_gate,
     "suite_time": _compare_commits,  # written by compare_commits.py --suite-only
     "synthesis_throughput": _synthesis_throughput,
     "ui_load": _ui_load,
@@ -841,6 +885,7 @@ def pages(with_dagster: bool = True) -> dict[str, str]:
         "configuration.md": configuration_table(),
         "configuration-judge.md": configuration_table("judge."),
         "configuration-production.md": configuration_table("production."),
+        "configuration-service.md": configuration_table("service."),
         "configuration-elsewhere.md": elsewhere_table(),
         "layout.md": layout_page(),
         "layout-beside.md": beside_package_page(),

@@ -18,7 +18,7 @@ from rag_eval_pipeline.automation.jobs import (
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.names import validate_commit
 from rag_eval_pipeline.evaluation.assets import CandidateConfig
-from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec, outputs_text
+from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateError, CandidateSpec
 from rag_eval_pipeline.ingest.assets import ChunkingConfig
 from rag_eval_pipeline.reporting.assets import ReportConfig
 from rag_eval_pipeline.synthesis.assets import SynthesisConfig, VerificationConfig
@@ -44,9 +44,11 @@ def lineage_run_config(
     """The run config of one lineage job; ops the job does not materialize are left out.
 
     candidate and commit configure `candidate_outputs` (the reference candidate when candidate is
-    None; an outputs file's records are read into the config); report, chunking, synthesis and verification their assets' Config (their defaults when
-    None). log_level sets the console logger (None: Dagster's default, every event).
-    ValueError (one line) for an unknown job or a malformed commit.
+    None); report, chunking, synthesis and verification their assets' Config (their defaults when None).
+    log_level sets the console logger (None: Dagster's default, every event).
+    ValueError (one line) for an unknown job, a malformed commit, or an outputs file: the config names
+    outputs only by their submission id (evaluation/submissions.py submits a file first), so the run's
+    records never hold a tenant's answers.
 
     Example:
         >>> config = lineage_run_config(
@@ -61,9 +63,12 @@ def lineage_run_config(
     if job_name not in JOB_ASSETS:
         raise ValueError(f"unknown job {job_name!r}: expected one of {', '.join(JOB_ASSETS)}")
     candidate = candidate or REFERENCE_SPEC
-    # An outputs file is read now and travels in the run: the worker that audits it may be another machine.
-    outputs = outputs_text(candidate.value) if candidate.kind == "outputs_file" else ""
-    audited = CandidateConfig(candidate=str(candidate), commit=validate_commit(commit), outputs_jsonl=outputs)
+    if candidate.kind == "outputs_file" and "candidate_outputs" in JOB_ASSETS[job_name]:
+        raise CandidateError(
+            f"outputs file {candidate.value} must be submitted to the results store before its run is "
+            "configured (evaluation.submissions.submitted)"
+        )
+    audited = CandidateConfig(candidate=str(candidate), commit=validate_commit(commit))
     configs: dict[str, Config | None] = {
         "document_chunks": chunking,
         "synthetic_qa": synthesis,

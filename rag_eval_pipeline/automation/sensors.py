@@ -6,6 +6,7 @@ The cursors are JSON, stored by Dagster, so a restarted daemon carries on where 
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from rag_eval_pipeline.automation.queues import run_tags
 from rag_eval_pipeline.automation.run_config import lineage_run_config
 from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.candidates import CandidateError, CandidateSpec
+from rag_eval_pipeline.evaluation.submissions import submitted
 from rag_eval_pipeline.partitions import DATASET_VERSIONS, TENANTS, partition_key
 from rag_eval_pipeline.reporting.assets import ReportConfig
 from rag_eval_pipeline.resources.warehouse import WarehouseResource
@@ -180,7 +182,7 @@ def build_candidate_commit_sensor(
         run_requests, reasons = [], []
         seen = cursor.get("manifests", {})
         main_branch = followed["branch"] if followed else "main"
-        cursor["manifests"] = _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch)
+        cursor["manifests"] = _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch, store)
         if followed:
             cursor["git"] = _follow_branch(followed, cursor.get("git"), known, golden, run_requests, reasons)
         return _result(context, run_requests, [], reasons, _dump_cursor(cursor))
@@ -188,7 +190,7 @@ def build_candidate_commit_sensor(
     return _candidate_commits
 
 
-def _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch: str) -> dict:
+def _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_branch: str, store) -> dict:
     """Handle each new or changed manifest once; one waiting for a golden set is retried next tick."""
     handled = {}
     for name, digest in inbox.manifest_files(folder).items():
@@ -206,7 +208,9 @@ def _scan_manifests(folder, seen, known, golden, run_requests, reasons, main_bra
             reasons.append(f"{name}: tenant {candidate.tenant!r} has no published golden set yet")
             continue
         try:
-            run_requests.append(audit_run_request(candidate, version, main_branch))
+            # An outputs file goes to the tenant's results store now: the run's config names it by its id.
+            spec = submitted(store, candidate.tenant, version, candidate.commit, candidate.candidate)
+            run_requests.append(audit_run_request(replace(candidate, candidate=spec), version, main_branch))
         except CandidateError as error:  # its outputs file is read now, and may be unreadable
             reasons.append(f"skipped manifest {name}: {error}")
         handled[name] = digest

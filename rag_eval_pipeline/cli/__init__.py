@@ -1,5 +1,6 @@
 """`rag-eval`: register tenants and versions, run the lineage and the demo, gate candidates, score
-and synthesize files, review golden sets, manage baselines, and clear runs whose process is gone.
+and synthesize files, review golden sets, manage baselines, clear runs whose process is gone, and
+serve the gate service (and its tokens).
 
 Each command imports what it needs when it runs, so `rag-eval --help` starts without Dagster,
 torch or pandas. Bad input ends in one line, `error: ...`, and exit 2 (see errors.py).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, review, runs
+from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, prune, questions, review, runs, service
 from rag_eval_pipeline.cli.signals import stay_stoppable
 
 
@@ -30,11 +31,15 @@ for command in (
     files.evaluate,
     files.synthesize,
     lineage.gate,
+    questions.questions,
     review.diff,
     review.review,
     baseline.baseline,
     db.db,
     runs.runs,
+    prune.prune,
+    service.serve,
+    service.token,
 ):
     rag_eval.add_command(command)
 

@@ -10,7 +10,7 @@ import click
 
 from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.cli.lineage import min_coverage_option
-from rag_eval_pipeline.cli.options import stores
+from rag_eval_pipeline.cli.options import settings, stores
 
 
 def _store():
@@ -27,18 +27,28 @@ def baseline() -> None:
 @click.option("--tenant", required=True)
 @click.option("--version", help="only this golden-set version")
 def show(tenant: str, version: str | None) -> int:
-    _, store = _store()
-    history = store.history(tenant, version)
-    if not history:
+    if settings().service.remote:
+        from rag_eval_pipeline.cli.remote import service
+
+        answer = service().get(f"/v1/tenants/{tenant}/baselines", params={"version": version} if version else None)
+        promotions = [
+            (p["promoted_at"], p["version"], p["commit"], p["reason"], p["branch"]) for p in answer["promotions"]
+        ]
+        audited = answer["audited"]
+    else:
+        _, store = _store()
+        history = store.history(tenant, version)
+        promotions = [(str(p.promoted_at), p.version, p.commit, p.reason, p.branch) for p in history]
+        versions = [version] if version else sorted({p.version for p in history})
+        audited = {shown: store.audited_commits(tenant, shown) for shown in versions}
+    if not promotions:
         click.echo(f"tenant {tenant!r} has no baseline yet" + (f" on version {version!r}" if version else ""))
-    for promotion in history:
+    for promoted_at, promoted_version, commit, reason, branch in promotions:
         click.echo(
-            f"{promotion.promoted_at}  {promotion.version}  {promotion.commit}  {promotion.reason}"
-            + (f"  (branch {promotion.branch})" if promotion.branch else "")
+            f"{promoted_at}  {promoted_version}  {commit}  {reason}" + (f"  (branch {branch})" if branch else "")
         )
-    versions = [version] if version else sorted({p.version for p in history})
-    for shown in versions:
-        click.echo(f"audited on {shown}: {', '.join(store.audited_commits(tenant, shown)) or 'none'}")
+    for shown, commits in audited.items():
+        click.echo(f"audited on {shown}: {', '.join(commits) or 'none'}")
     return 0
 
 
@@ -48,6 +58,11 @@ def show(tenant: str, version: str | None) -> int:
 @click.option("--version", help="golden-set version (default: the tenant's latest published one)")
 @min_coverage_option
 def promote(tenant: str, commit: str, version: str | None, min_coverage: float) -> int:
+    if settings().service.remote:
+        from rag_eval_pipeline.cli.remote import finish, service
+
+        body = {"commit": commit, "version": version, "min_coverage": min_coverage}
+        return finish(service().post(f"/v1/tenants/{tenant}/baselines", body))
     from rag_eval_pipeline.reporting.baselines import EXPLICIT
     from rag_eval_pipeline.synthesis.versions import latest_version
 

@@ -1,7 +1,9 @@
 """`rag-eval db upgrade`: create or migrate the results database's roles, schema and tables.
 
 Connects as RAG_EVAL_DATABASE_ADMIN_URL (a superuser: it creates the cluster's roles); the pipeline
-itself connects as rag_eval_app through RAG_EVAL_DATABASE_URL and never with this URL.
+itself connects through RAG_EVAL_DATABASE_URL as rag_eval_worker (the workers, the daemon, an operator's
+`rag-eval`) or rag_eval_service (the gate service), never with this URL. The upgrade's session carries the
+same lock and statement timeouts as the pipeline's (RAG_EVAL_DATABASE_LOCK_TIMEOUT_S etc.).
 """
 
 from __future__ import annotations

@@ -117,10 +117,13 @@ def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> i
 def _run_job(instance, key, tenant, version, job, candidate, commit, promote_baseline):
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.evaluation.candidates import CandidateSpec
+    from rag_eval_pipeline.evaluation.submissions import submitted
     from rag_eval_pipeline.reporting.assets import ReportConfig
 
     commit = _commit(commit, "--commit")
     spec = CandidateSpec.parse(candidate)
+    if job != "synthesis":  # an outputs file goes to the results store; the run's config names it
+        spec = submitted(results_store(), tenant, version, commit, spec)
     # The operator's own runs: the first audit of a version becomes its baseline, as on the followed branch.
     report = ReportConfig(promote_to_baseline=promote_baseline, first_audit_is_baseline=True)
     outcome = launch(instance, job, key, commit, spec, report)
@@ -179,11 +182,27 @@ def gate(
     if entry and outputs:  # checked before the imports below: they take seconds
         raise click.UsageError("--entry and --outputs name two candidates: give one")
     commit = _commit(commit, "--candidate")
+    if settings().service.remote:
+        return _gate_through_service(
+            tenant,
+            commit,
+            entry,
+            outputs,
+            junit,
+            version=version,
+            baseline=baseline,
+            tolerance=tolerance,
+            min_coverage=min_coverage,
+            branch=branch,
+            main_branch=main_branch,
+            rescore_baseline=rescore_baseline,
+        )
     outputs_spec = _outputs_file(outputs) if outputs else None
 
     from rag_eval_pipeline.cli.launch import launch
     from rag_eval_pipeline.core.files import check_writable
     from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateSpec
+    from rag_eval_pipeline.evaluation.submissions import submitted
     from rag_eval_pipeline.partitions import require_registered
     from rag_eval_pipeline.reporting.assets import ReportConfig
 
@@ -195,6 +214,7 @@ def gate(
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
     _check_gate_inputs(opened, tenant, version, baseline)
+    spec = submitted(warehouse, tenant, version, commit, spec)  # outputs go to the store; the run names them
     report = ReportConfig(
         tolerance=tolerance,
         min_coverage=min_coverage,
@@ -210,13 +230,25 @@ def gate(
     return _print_verdict(warehouse, tenant, version, commit, outcome.run_id, junit)
 
 
+def _gate_through_service(tenant: str, commit: str, entry: str | None, outputs: str | None, junit, **options) -> int:
+    """The gate as the service runs it (RAG_EVAL_SERVER and RAG_EVAL_TOKEN are set): same output, same exit."""
+    from rag_eval_pipeline.cli import remote
+
+    if entry:
+        raise BadInput(
+            f"--entry {entry} would run code on the gate service, not this checkout's: compute the candidate's "
+            "outputs here (`rag-eval questions`) and pass --outputs FILE.jsonl"
+        )
+    return remote.gate(tenant, commit, outputs, junit, **options)
+
+
 def _outputs_file(outputs: str):
     """The --outputs candidate, its file read now: one that holds no usable record is bad input (exit 2), not
     an audit of nothing, and is refused before the instance and the run start."""
     from rag_eval_pipeline.evaluation.candidates import CandidateSpec, outputs_text
 
     spec = CandidateSpec("outputs_file", outputs)
-    outputs_text(spec.value)  # read again when the run is configured; this read only checks
+    outputs_text(spec.value)  # read again when it is submitted; this read only checks
     return spec
 
 

@@ -128,6 +128,12 @@ def review() -> None:
 @click.option("--version", required=True, help="the dataset version to review")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".csv or .jsonl")
 def export(tenant: str, version: str, out: Path) -> int:
+    if settings().service.remote:
+        from rag_eval_pipeline.cli.remote import finish, service
+
+        sheet = f"sheet{out.suffix.lower()}"
+        params = {"format": out.suffix.lower().lstrip("."), "name": str(out)}
+        return finish(service().get(f"/v1/tenants/{tenant}/reviews/{version}", params=params), {sheet: out})
     from rag_eval_pipeline.synthesis.review import review_sheet, write_sheet
     from rag_eval_pipeline.synthesis.versions import read_manifest
 
@@ -156,6 +162,15 @@ def export(tenant: str, version: str, out: Path) -> int:
 )
 @click.option("--new-version", required=True, help="the dataset version the review makes")
 def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> int:
+    if settings().service.remote:
+        from rag_eval_pipeline.cli.remote import finish, service
+
+        try:
+            sheet = sheet_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise BadInput(f"cannot read --file {sheet_path}: {error}") from None
+        body = {"version": version, "new_version": new_version, "sheet": sheet, "sheet_name": str(sheet_path)}
+        return finish(service().post(f"/v1/tenants/{tenant}/reviews", body))
     from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.core.judging.judge import OfflineJudge
     from rag_eval_pipeline.core.names import validate_name

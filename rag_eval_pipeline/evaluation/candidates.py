@@ -1,9 +1,11 @@
 """Running a candidate RAG pipeline over the golden set.
 
 A candidate is a callable `question -> {"answer": str, "contexts": [{"id", "text"}, ...]}` (contexts
-in rank order), named `module:function`, or a JSONL file of precomputed outputs. A `CandidateSpec`
-says which; it is the one reader of the text form the asset, the CLI and the manifests take. A
-candidate that raises, times out or returns a malformed output fails that item only; the run goes on.
+in rank order), named `module:function`, or precomputed outputs: a JSONL file where the run is launched,
+submitted to the tenant's results store before the run (evaluation/submissions.py), which then audits
+them by their submission id. A `CandidateSpec` says which; it is the one reader of the text form the
+asset, the CLI and the manifests take. A candidate that raises, times out or returns a malformed output
+fails that item only; the run goes on.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -22,17 +24,20 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, StrictStr, ValidationError
 
 from rag_eval_pipeline import settings
-from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.jsonl import JsonLine, iter_json_lines
 from rag_eval_pipeline.core.judging.results import OK  # the one "ok" status, of an output as of a score
 from rag_eval_pipeline.core.text import field_text, scorable_text
+from rag_eval_pipeline.stores.protocols import SUBMISSION_ID
 
 CandidatePipeline = Callable[[str], dict]
 
 FAILED = "failed"  # a candidate output the candidate did not give (it raised, hung or answered malformed)
 
 REFERENCE = "reference"
-CandidateKind = Literal["reference", "entry_point", "outputs_file"]
+CandidateKind = Literal["reference", "entry_point", "outputs_file", "submitted_outputs"]
 OUTPUTS_SUFFIX = ".jsonl"
+# The text form of submitted outputs: '-' is in no Python name, so it never reads as an entry point.
+SUBMITTED_PREFIX = "submitted-outputs:"
 # 'package.module:function', the function possibly a dotted attribute path ('os:path.join').
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 _ENTRY = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
@@ -44,11 +49,12 @@ class CandidateError(ValueError):
 
 @dataclass(frozen=True)
 class CandidateSpec:
-    """Which candidate to audit: the shipped reference, code named 'package.module:function', or a
-    JSONL file of precomputed outputs. `str(spec)` is its text form and `CandidateSpec.parse` reads it back."""
+    """Which candidate to audit: the shipped reference, code named 'package.module:function', a JSONL file
+    of precomputed outputs, or such outputs once submitted ('submitted-outputs:<id>', what a run audits).
+    `str(spec)` is its text form and `CandidateSpec.parse` reads it back."""
 
     kind: CandidateKind
-    value: str = ""  # the entry point or the outputs file's path; empty for the reference
+    value: str = ""  # the entry point, the outputs file's path or the submission id; empty for the reference
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(CandidateKind):
@@ -64,12 +70,19 @@ class CandidateSpec:
             raise CandidateError(f"invalid entry {self.value!r}: a function name may not end in {OUTPUTS_SUFFIX}")
         if self.kind == "outputs_file" and not (isinstance(self.value, str) and self.value.endswith(OUTPUTS_SUFFIX)):
             raise CandidateError(f"invalid outputs {self.value!r}: expected a path to a {OUTPUTS_SUFFIX} file")
+        if self.kind == "submitted_outputs" and not (
+            isinstance(self.value, str) and SUBMISSION_ID.fullmatch(self.value)
+        ):
+            raise CandidateError(f"invalid submission id {self.value!r}: expected 32 lowercase hex digits")
 
     @classmethod
     def parse(cls, text: str) -> CandidateSpec:
-        """'reference', a path ending in .jsonl, or 'package.module:function'; CandidateError otherwise."""
+        """'reference', 'submitted-outputs:<id>', a path ending in .jsonl, or 'package.module:function';
+        CandidateError otherwise."""
         if text == REFERENCE:
             return cls(REFERENCE)
+        if isinstance(text, str) and text.startswith(SUBMITTED_PREFIX):
+            return cls("submitted_outputs", text.removeprefix(SUBMITTED_PREFIX))
         if isinstance(text, str) and text.endswith(OUTPUTS_SUFFIX):
             return cls("outputs_file", text)
         if isinstance(text, str) and _ENTRY.fullmatch(text):
@@ -111,6 +124,8 @@ class CandidateSpec:
         return cls("outputs_file", str(resolved))
 
     def __str__(self) -> str:
+        if self.kind == "submitted_outputs":
+            return SUBMITTED_PREFIX + self.value
         return REFERENCE if self.kind == REFERENCE else self.value
 
     def require_allowed(self) -> CandidateSpec:
@@ -259,12 +274,13 @@ def _ask(candidate: CandidatePipeline, qa_id: str, question: str, timeout_s: flo
     return CandidateOutput(qa_id, question, answer, contexts, OK, "", latency)
 
 
-MAX_OUTPUTS_BYTES = 64 * 2**20  # an outputs file travels in the run's config: far above any golden set's size
+MAX_OUTPUTS_BYTES = 64 * 2**20  # one submission's outputs: far above any golden set's size
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # not str.splitlines: it also breaks at U+2028 inside a JSON string
 
 
 def outputs_text(path: Path | str) -> str:
-    """An outputs file's records as ASCII JSON lines. The run carries them in its config, so the worker that
-    audits it (production mode) needs nothing from the disk of the machine that launched it.
+    """An outputs file's records as ASCII JSON lines: what is submitted to the results store before the run
+    (submissions.submit_outputs_file), so the worker that audits it needs nothing from this machine's disk.
 
     CandidateError for a file that cannot be read, a line that is not a JSON object, or a file without one
     usable record: an audit of nothing must not come out as a verdict.
@@ -274,30 +290,72 @@ def outputs_text(path: Path | str) -> str:
         raise CandidateError(f"candidate outputs file {path} does not exist")
     if path.stat().st_size > MAX_OUTPUTS_BYTES:
         raise CandidateError(f"candidate outputs file {path} is larger than {MAX_OUTPUTS_BYTES // 2**20} MiB")
-    lines = list(iter_json_lines(path))
+    return _checked_text(list(iter_json_lines(path)), str(path), f"candidate outputs file {path}")
+
+
+def records_text(records: str | Iterable[Mapping[str, Any]]) -> str:
+    """Outputs given in memory (JSON Lines text, or the records themselves, as a service receives them) as
+    ASCII JSON lines, under the rules and the size limit of an outputs file; CandidateError otherwise."""
+    if isinstance(records, str):
+        if len(records.encode("utf-8", "surrogatepass")) > MAX_OUTPUTS_BYTES:
+            raise CandidateError(f"the submission is larger than {MAX_OUTPUTS_BYTES // 2**20} MiB")
+        lines = _text_lines(records)
+    else:
+        lines = [_object_line(number, record) for number, record in enumerate(records, start=1)]
+    text = _checked_text(lines, "submission", "the submission")
+    if len(text) > MAX_OUTPUTS_BYTES:  # ASCII: one byte per character
+        raise CandidateError(f"the submission is larger than {MAX_OUTPUTS_BYTES // 2**20} MiB")
+    return text
+
+
+def _text_lines(text: str) -> list[JsonLine]:
+    lines = []
+    for number, raw in enumerate(_LINE_BREAK.split(text), start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            lines.append(JsonLine(number, None, "not valid JSON"))
+            continue
+        lines.append(_object_line(number, value))
+    return lines
+
+
+def _object_line(number: int, value: Any) -> JsonLine:
+    if not isinstance(value, Mapping):
+        return JsonLine(number, None, f"expected a JSON object, got {type(value).__name__}")
+    return JsonLine(number, dict(value))
+
+
+def _checked_text(lines: list[JsonLine], where: str, what: str) -> str:
+    """The records as ASCII JSON lines, once each is an object and one of them is usable."""
     for line in lines:
         if line.record is None:
-            raise CandidateError(f"{path} line {line.number}: {line.problem}")
-    _require_a_usable_record(path, lines)
-    # ensure_ascii: no raw line separator inside a string, so the text splits back at "\n" exactly.
-    return "\n".join(json.dumps(line.record, ensure_ascii=True) for line in lines)
+            raise CandidateError(f"{where} line {line.number}: {line.problem}")
+    _require_a_usable_record(what, lines)
+    try:
+        # ensure_ascii: no raw line separator inside a string, so the text splits back at "\n" exactly.
+        return "\n".join(json.dumps(line.record, ensure_ascii=True) for line in lines)
+    except (TypeError, ValueError) as error:  # records given in memory may hold what JSON cannot
+        raise CandidateError(f"{where}: a record is not JSON ({error})") from None
 
 
-def _require_a_usable_record(path: Path, lines: list) -> None:
+def _require_a_usable_record(what: str, lines: list[JsonLine]) -> None:
     if not lines:
         raise CandidateError(
-            f"candidate outputs file {path} holds no records: expected one JSON object per line "
+            f"{what} holds no records: expected one JSON object per line "
             "with 'qa_id' (or 'question'), 'answer' and 'contexts'"
         )
     problems = []
     for line in lines:
         try:
-            _usable(line.record)
+            _usable(line.record or {})  # every record is an object by now (_checked_text)
             return
         except ValueError as error:
             problems.append(f"line {line.number}: {error}")
     shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-    raise CandidateError(f"candidate outputs file {path} has no usable record: {shown}")
+    raise CandidateError(f"{what} has no usable record: {shown}")
 
 
 def _usable(record: dict) -> tuple[str, list[dict]]:
@@ -316,7 +374,8 @@ def _key(record: dict) -> Any:
 
 
 def outputs_from_text(text: str, items: list[dict]) -> list[CandidateOutput]:
-    """Precomputed outputs (outputs_text's lines), matched to golden items by `qa_id` (or question)."""
+    """Precomputed outputs (outputs_text's or records_text's lines), matched to golden items by `qa_id`
+    (or question)."""
     by_key: dict[str, Any] = {}
     for line in text.split("\n"):
         if line:

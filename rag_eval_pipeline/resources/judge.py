@@ -2,7 +2,8 @@
 
 Production points it at vLLM (`response_format="json_schema"`); the llama.cpp server needs
 `json_object_schema`. `JudgeResource.from_settings` builds it from the RAG_EVAL_JUDGE_* settings
-(see the README). Its fields are typed, so Dagster refuses a bad kind, mode or format at launch.
+(see the README). Its fields are typed, so Dagster refuses a bad kind, mode or format at launch. Its
+call cache holds the run's tenant's entries only, as the embedder's (resources/embedder.py).
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from dagster import ConfigurableResource, EnvVar
-from pydantic import Field
+from dagster import ConfigurableResource, EnvVar, InitResourceContext
+from pydantic import Field, PrivateAttr
 
 from rag_eval_pipeline.core.defaults import JudgeKind, JudgeMode, ResponseFormat
 from rag_eval_pipeline.core.judging.judge import Judge, OfflineJudge
-from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
-from rag_eval_pipeline.core.llm.client import LLMSettings
-from rag_eval_pipeline.resources.embedder import EmbedderResource
+from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
+from rag_eval_pipeline.core.llm.cache import LLMCallCache
+from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+from rag_eval_pipeline.resources.embedder import OUTSIDE_RUNS, CacheTenant, EmbedderResource, cache_tenant
 from rag_eval_pipeline.settings import JUDGE_VARIABLES, JudgeSettings
 
 _DEFAULT = JudgeSettings()  # the defaults live in the settings, and only there
@@ -53,6 +55,11 @@ class JudgeResource(ConfigurableResource):
     cache_path: str = Field(
         default=_DEFAULT.cache, description="On-disk cache of judge calls; empty keeps it in memory."
     )
+
+    _cache_tenant: CacheTenant = PrivateAttr(default=OUTSIDE_RUNS)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._cache_tenant = cache_tenant(context)
 
     @classmethod
     def from_settings(
@@ -94,7 +101,11 @@ class JudgeResource(ConfigurableResource):
     def get(self) -> Judge:
         if self.kind == "offline":
             return OfflineJudge(self.embedder.get())
-        return build_llm_judge(self.llm_settings(), self.mode, self.cache_path)
+        return LLMJudge(StructuredLLM(self.llm_settings(), self.call_cache()), mode=self.mode)
+
+    def call_cache(self) -> LLMCallCache:
+        """The judge-call cache of the run's tenant, for the judge and the LLM question generator."""
+        return LLMCallCache(self.cache_path or None, tenant=self._cache_tenant.require())
 
     def llm_settings(self) -> LLMSettings:
         """The server settings, shared by the LLM judge and the LLM question generator."""

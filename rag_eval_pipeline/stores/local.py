@@ -3,7 +3,8 @@
 The synthesis tables of a partition live in its folder. The audit tables (a candidate's outputs, its
 scores and its report) live in a folder of their own per audited commit and run,
 `<tenant>/<version>/audits/commit=<commit>/run=<run_id>/`, so concurrent audits of one tenant never
-read or overwrite each other's rows.
+read or overwrite each other's rows. Outputs submitted before a run are one file per submission,
+`<tenant>/<version>/submissions/commit=<commit>/<submission_id>.jsonl`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from rag_eval_pipeline.stores.layout import (
     StoredReport,
     commit_of_folder,
 )
+from rag_eval_pipeline.stores.protocols import validate_submission_id
+
+SUBMISSIONS_FOLDER = "submissions"
 
 
 class Warehouse:
@@ -56,6 +60,9 @@ class Warehouse:
         pattern = f"{COMMIT_PREFIX}*/{RUN_PREFIX}{validate_run_id(run_id)}"
         found = sorted(self.audits_dir(tenant, version).glob(pattern))
         return found[0] if found else None
+
+    def submissions_dir(self, tenant: str, version: str) -> Path:
+        return self.partition_dir(tenant, version) / SUBMISSIONS_FOLDER
 
     def table_path(self, tenant: str, version: str, name: str) -> Path:
         return self.partition_dir(tenant, version) / f"{name}.parquet"
@@ -161,3 +168,15 @@ class Warehouse:
         folder = self.find_audit_dir(tenant, version, run_id)
         path = folder / f"{name}.parquet" if folder is not None else None
         return pd.read_parquet(path) if path is not None and path.is_file() else None
+
+    # --- outputs submitted before a run: one file per submission, under its commit ---
+
+    def write_submission(self, tenant: str, version: str, commit: str, submission_id: str, text: str) -> Path:
+        folder = self.submissions_dir(tenant, version) / (COMMIT_PREFIX + quote(validate_commit(commit), safe=""))
+        return atomic_write_text(folder / f"{validate_submission_id(submission_id)}.jsonl", text)
+
+    def read_submission(self, tenant: str, version: str, submission_id: str) -> str | None:
+        """A submission's text, whatever its commit (ids are unique); None when this version has none by that id."""
+        name = f"{validate_submission_id(submission_id)}.jsonl"
+        found = sorted(self.submissions_dir(tenant, version).glob(f"{COMMIT_PREFIX}*/{name}"))
+        return found[0].read_text(encoding="utf-8") if found else None

@@ -6,6 +6,9 @@ Layout in the warehouse:
   <tenant>/baseline_history.jsonl   one line per promotion, oldest first; the last one per version is current
   <tenant>/baseline_history.lock    held while a baseline is read, compared with and promoted
 
+`prune` deletes a tenant's audit folders and submitted outputs older than its retention, never those of
+a commit in its baseline history, nor a version's own tables.
+
 A baseline is a commit whose audit over a golden-set version completed; its latest complete audit is
 what later candidates are compared with (`rag-eval gate --baseline COMMIT`). Promotions are serialized
 per tenant by a lock and checked against the baseline the promoter saw (compare-and-set), so two gates
@@ -16,6 +19,9 @@ candidate is promoted are the reporting domain's (reporting/baselines.py); this 
 from __future__ import annotations
 
 import json
+import shutil
+import time
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -26,9 +32,16 @@ from filelock import FileLock
 
 from rag_eval_pipeline.core.files import atomic_write_parquet, atomic_write_text
 from rag_eval_pipeline.core.names import RUN_ID_PATTERN
-from rag_eval_pipeline.stores.layout import RUN_PREFIX, commit_of_folder
-from rag_eval_pipeline.stores.local import Warehouse
-from rag_eval_pipeline.stores.protocols import LOCK_TIMEOUT_S, UNSET, BaselineChanged, Promotion, UnknownBaseline
+from rag_eval_pipeline.stores.layout import AUDITS_FOLDER, COMMIT_PREFIX, RUN_PREFIX, commit_of_folder
+from rag_eval_pipeline.stores.local import SUBMISSIONS_FOLDER, Warehouse
+from rag_eval_pipeline.stores.protocols import (
+    LOCK_TIMEOUT_S,
+    UNSET,
+    BaselineChanged,
+    Promotion,
+    Pruned,
+    UnknownBaseline,
+)
 
 HISTORY_FILE = "baseline_history.jsonl"
 LOCK_FILE = "baseline_history.lock"
@@ -171,6 +184,73 @@ class LocalBaselineStore:
 
     def _history_path(self, tenant: str) -> Path:
         return self.warehouse.tenant_dir(tenant) / HISTORY_FILE
+
+    # --- retention ---
+
+    def prune(
+        self, tenant: str, older_than: datetime, keep: Collection[str] = (), dry_run: bool = False
+    ) -> list[Pruned]:
+        """Delete the tenant's audit folders and submitted outputs whose newest file is older than older_than,
+        except a baseline commit's (any version's) and those named in keep (run or submission ids)."""
+        with self.locked(tenant):  # no promotion between reading the history and deleting
+            baselines = {promotion.commit for promotion in self.history(tenant)}
+            cutoff = older_than.timestamp()
+            root = self.warehouse.tenant_dir(tenant)
+            audits = [
+                p for p, commit, key in _audit_folders(root) if _prunable(p, commit, key, baselines, keep, cutoff)
+            ]
+            outputs = [p for p, commit, key in _submissions(root) if _prunable(p, commit, key, baselines, keep, cutoff)]
+            pruned = [
+                Pruned("audits", len(audits), sum(_bytes(p) for p in audits)),
+                Pruned("submitted outputs", len(outputs), sum(_bytes(p) for p in outputs)),
+            ]
+            if not dry_run:
+                for path in audits + outputs:
+                    _remove(path)
+        return pruned
+
+
+def _audit_folders(tenant_dir: Path) -> Iterator[tuple[Path, str, str]]:
+    """(folder, commit, run id) of every audit of the tenant, in this layout and the earlier one (no run id)."""
+    for folder in tenant_dir.glob(f"*/{AUDITS_FOLDER}/{COMMIT_PREFIX}*/{RUN_PREFIX}*"):
+        if folder.is_dir():
+            yield folder, commit_of_folder(folder.parent), folder.name.removeprefix(RUN_PREFIX)
+    for folder in tenant_dir.glob(f"*/{LEGACY_FOLDER}/{COMMIT_PREFIX}*"):
+        if folder.is_dir():
+            yield folder, commit_of_folder(folder), ""
+
+
+def _submissions(tenant_dir: Path) -> Iterator[tuple[Path, str, str]]:
+    """(file, commit, submission id) of every submission of the tenant."""
+    for path in tenant_dir.glob(f"*/{SUBMISSIONS_FOLDER}/{COMMIT_PREFIX}*/*.jsonl"):
+        yield path, commit_of_folder(path.parent), path.stem
+
+
+def _prunable(path: Path, commit: str, key: str, baselines: set[str], keep: Collection[str], cutoff: float) -> bool:
+    return commit not in baselines and key not in keep and _last_written(path) < cutoff
+
+
+def _last_written(path: Path) -> float:
+    """When anything in path (a file, or a folder and what it holds) was last written: an audit still being
+    written is recent, and so is a file that vanished while it was looked at (a write renamed it)."""
+    try:
+        return max(inner.stat().st_mtime for inner in [path, *(path.rglob("*") if path.is_dir() else ())])
+    except FileNotFoundError:
+        return time.time()
+
+
+def _bytes(path: Path) -> int:
+    files = [path] if path.is_file() else [inner for inner in path.rglob("*") if inner.is_file()]
+    return sum(inner.stat().st_size for inner in files if inner.exists())
+
+
+def _remove(path: Path) -> None:
+    """An audit folder or a submission file; the commit folder above stays (a gate of that commit may be
+    creating a run folder in it now)."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def read_history(path: Path) -> list[Promotion]:

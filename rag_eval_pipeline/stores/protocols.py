@@ -7,8 +7,11 @@ uses. Callers type against the protocols, never against a class, and never ask w
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import PurePath
 from typing import Protocol
 
@@ -18,6 +21,10 @@ from rag_eval_pipeline.stores.layout import StoredReport
 
 LOCK_TIMEOUT_S = 120.0  # the longest wait for a tenant's promotion lock
 UNSET = object()  # "not given", where None is a meaningful value (no baseline yet)
+# A candidate's outputs submitted before its run: kept per (tenant, version, commit) under a fresh id
+# (uuid4 hex), which the run's config names instead of carrying the outputs themselves.
+SUBMITTED_OUTPUTS = "submitted_outputs"
+SUBMISSION_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 class UnknownBaseline(ValueError):
@@ -26,6 +33,21 @@ class UnknownBaseline(ValueError):
 
 class BaselineChanged(RuntimeError):
     """Another run promoted a baseline between reading it and promoting (compare-and-set failed)."""
+
+
+def validate_submission_id(submission_id: str) -> str:
+    if not isinstance(submission_id, str) or not SUBMISSION_ID.fullmatch(submission_id):
+        raise ValueError(f"invalid submission id {submission_id!r}: expected 32 lowercase hex digits")
+    return submission_id
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed of one kind (or, in a dry run, would remove): how many, and their stored bytes."""
+
+    kind: str  # "audits", "submitted outputs", "Dagster runs"
+    count: int
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -80,6 +102,10 @@ class ResultsStore(TableStore, Protocol):
 
     def locations(self, tenant: str, version: str, run_id: str) -> list[str]: ...
 
+    def write_submission(self, tenant: str, version: str, commit: str, submission_id: str, text: str) -> object: ...
+
+    def read_submission(self, tenant: str, version: str, submission_id: str) -> str | None: ...
+
 
 class BaselineStore(Protocol):
     """A tenant's audited candidates and its history of promotions."""
@@ -112,3 +138,12 @@ class BaselineStore(Protocol):
     def history(self, tenant: str, version: str | None = None) -> list[Promotion]: ...
 
     def current(self, tenant: str, version: str) -> Promotion | None: ...
+
+    def prune(
+        self, tenant: str, older_than: datetime, keep: Collection[str] = (), dry_run: bool = False
+    ) -> list[Pruned]:
+        """Delete the tenant's audits and submitted outputs last written before older_than, except those of a
+        commit that is or was a baseline, and those whose run id or submission id is in keep (runs in
+        progress); never a version's own tables or its golden set. What was (dry_run: would be) removed, by
+        kind."""
+        ...

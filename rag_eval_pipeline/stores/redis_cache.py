@@ -1,25 +1,26 @@
-"""The key -> blob store of core.sqlite_cache, kept in Redis so that every worker shares one cache.
+"""The key -> blob store of stores.sqlite_cache, kept in Redis so that every worker shares one cache.
 
-Keys live under `rag_eval:<table>:<key>`, so the caches and any other user of the same Redis never
-clash. A value is a pure function of its key, so racing writers are harmless, as with the SQLite file.
-A Redis that cannot be reached is a `CacheUnavailable` naming the URL (never a judge or model error),
-raised within the bounded socket timeouts below.
+Keys live under `rag_eval:<table>:<namespace>:<key>` (the namespace: `tenant:<name>` or `shared`, see
+stores.cache), so the caches, the tenants and any other user of the same Redis never clash. A value is a
+pure function of its key, so racing writers are harmless, as with the SQLite file. A Redis that cannot
+be reached is a `CacheUnavailable` naming the URL (never a judge or model error), raised within the
+bounded socket timeouts below.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
-NAMESPACE = "rag_eval"
+from rag_eval_pipeline.stores.sqlite_cache import check_namespace, check_table
+
+KEY_PREFIX = "rag_eval"  # before every key: the caches never clash with another user of the Redis
 CONNECT_TIMEOUT_S = 2.0
 # A batch of embeddings is a few hundred kB, so a healthy Redis answers well within this.
 SOCKET_TIMEOUT_S = 10.0
 RETRIES = 2  # a dropped connection is retried twice, 50 ms and 100 ms apart; then the cache is unavailable
 _BATCH = 1000  # keys per MGET/MSET: one huge command would hold up every other client of the server
-_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]*")  # the rule of the SQLite store, so a name works in both
 
 
 class CacheUnavailable(OSError):
@@ -27,13 +28,11 @@ class CacheUnavailable(OSError):
 
 
 class RedisCache:
-    def __init__(self, url: str, table: str):
-        if not _TABLE_NAME.fullmatch(table):
-            raise ValueError(f"invalid table name {table!r}")
+    def __init__(self, url: str, table: str, namespace: str):
+        self.table, self.namespace = check_table(table), check_namespace(namespace)
         self.url = url
         self.path = redacted(url)  # what messages may show
-        self.table = table
-        self._prefix = f"{NAMESPACE}:{table}:"
+        self._prefix = f"{KEY_PREFIX}:{table}:{namespace}:"
         try:
             import redis  # imported here: the embedded SQLite mode does not need the package
             from redis.backoff import ExponentialBackoff
@@ -90,11 +89,12 @@ class RedisCache:
                 pipe.mset(dict(pairs[start : start + _BATCH]))
             pipe.execute()
 
-    def adopt(self, old_table: str, select: str) -> None:
-        """Nothing to adopt: earlier layouts existed only in SQLite files."""
+    def drop_table(self, old_table: str) -> None:
+        """Nothing to drop: earlier layouts' tables existed only in SQLite files. (Keys written before the
+        namespaces, `rag_eval:<table>:<key>`, are never read again; Redis's LRU policy evicts them.)"""
 
     def __len__(self) -> int:
-        """Keys in this cache's namespace; SCAN walks the whole keyspace, so this is for tests and tools."""
+        """Keys in this cache's table and namespace; SCAN walks the whole keyspace, so this is for tests and tools."""
         with self._reaching():
             return sum(1 for _ in self._client.scan_iter(match=self._prefix + "*", count=1000))
 

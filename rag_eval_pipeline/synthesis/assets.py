@@ -96,7 +96,11 @@ def synthetic_qa(
 ):
     titles = dict(zip(raw_documents["doc_id"], raw_documents["title"]))
     generator = pipeline.build_generator(
-        config.generator, document_chunks["text"].tolist(), judge.llm_settings, judge.cache_path or None
+        config.generator,
+        document_chunks["text"].tolist(),
+        judge.llm_settings,
+        judge.cache_path or None,
+        tenant=split_key(context.partition_key)[0],  # the run's own partition: its cache namespace
     )
     items, failures, plan = pipeline.synthesize(
         document_chunks, chunk_clusters, titles, generator, config.n_items, config.type_mix

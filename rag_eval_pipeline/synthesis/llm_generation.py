@@ -153,9 +153,12 @@ class LLMGenerator:
         return make_item(task, parsed.question, REFUSAL if answer is None else answer, self.name, self.prompt_version)
 
 
-def build_llm_generator(settings: LLMSettings, cache_path: str | None = None) -> LLMGenerator:
-    """The LLM generator with its on-disk call cache (in memory when no path is given)."""
-    return LLMGenerator(StructuredLLM(settings, LLMCallCache(cache_path or None)))
+def build_llm_generator(
+    settings: LLMSettings, cache_path: str | None = None, tenant: str | None = None
+) -> LLMGenerator:
+    """The LLM generator with its on-disk call cache (in memory when no path is given), in tenant's
+    namespace (None: the shared one, for tools outside any tenant's run)."""
+    return LLMGenerator(StructuredLLM(settings, LLMCallCache(cache_path or None, tenant=tenant)))
 
 
 # --- prompts ---------------------------------------------------------------------------------------

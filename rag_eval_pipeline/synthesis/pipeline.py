@@ -154,15 +154,20 @@ class FolderSynthesis:
 
 
 def build_generator(
-    kind: str, chunk_texts: list[str], llm_settings: Callable[[], LLMSettings], cache_path: str | None
+    kind: str,
+    chunk_texts: list[str],
+    llm_settings: Callable[[], LLMSettings],
+    cache_path: str | None,
+    tenant: str | None = None,
 ) -> Generator:
-    """'offline' (templates, knows the corpus) or 'llm' (the server `llm_settings()` names, imported only then)."""
+    """'offline' (templates, knows the corpus) or 'llm' (the server `llm_settings()` names, imported only then,
+    its call cache in tenant's namespace)."""
     if kind == "offline":
         return OfflineGenerator(chunk_texts)
     if kind == "llm":
         from rag_eval_pipeline.synthesis.llm_generation import build_llm_generator
 
-        return build_llm_generator(llm_settings(), cache_path)
+        return build_llm_generator(llm_settings(), cache_path, tenant)
     raise ValueError(f"generator must be 'offline' or 'llm', got {kind!r}")
 
 

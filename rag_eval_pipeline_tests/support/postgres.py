@@ -9,8 +9,8 @@ tests that stop and restart the server. Postgres refuses to run as root, so as r
 `postgres` OS user (runuser).
 
 Fixtures for a conftest to import: `shared_admin_url`, `upgraded_database` (a scratch database at the
-migration head: its admin and app URLs), `app_database` (a verified ResultsDatabase on it),
-`scratch_database_factory`, `private_server`.
+migration head: its admin, workers' and service's URLs), `app_database` (a verified ResultsDatabase on it,
+as the workers' role), `scratch_database_factory`, `private_server`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ from sqlalchemy.engine import URL
 
 SHARED_HOST, SHARED_PORT = "127.0.0.1", 5432
 SUPERUSER = "postgres"
-APP_ROLE = "rag_eval_app"
+WORKER_ROLE = "rag_eval_worker"  # what the pipeline's workers connect as
+APP_ROLE = WORKER_ROLE  # the role the tests run the pipeline as
+SERVICE_ROLE = "rag_eval_service"  # the gate service's role
+LEGACY_APP_ROLE = "rag_eval_app"  # the one login before revision 0002, kept as a deprecated alias
 
 
 def database_url(
@@ -56,7 +59,7 @@ def run_admin(sql: str, url: str | None = None, **parameters) -> list:
     try:
         with engine.connect() as connection:
             result = connection.execute(text(sql), parameters)
-            return result.all() if result.returns_rows else []
+            return list(result.all()) if result.returns_rows else []
     finally:
         engine.dispose()
 
@@ -74,13 +77,18 @@ def scratch_database(prefix: str = "rag_eval_test", host: str = SHARED_HOST, por
 
 
 @contextmanager
-def throwaway_role(attributes: str) -> Iterator[str]:
-    """A login role of the shared cluster with the attributes (e.g. BYPASSRLS), dropped at the end."""
+def throwaway_role(attributes: str, may_connect_to: str | None = None) -> Iterator[str]:
+    """A login role of the shared cluster with the attributes (e.g. BYPASSRLS), dropped at the end; granted
+    CONNECT on the database `may_connect_to` (an upgraded database lets in only the project's roles)."""
     name = unique_name("rag_eval_test_role")
     run_admin(f"CREATE ROLE {name} LOGIN {attributes}")
+    if may_connect_to:
+        run_admin(f'GRANT CONNECT ON DATABASE "{may_connect_to}" TO {name}')
     try:
         yield name
     finally:
+        if may_connect_to:
+            run_admin(f'REVOKE ALL ON DATABASE "{may_connect_to}" FROM {name}')
         run_admin(f"DROP ROLE IF EXISTS {name}")
 
 
@@ -189,7 +197,8 @@ class PrivateServer:
 class UpgradedDatabase:
     name: str
     admin_url: str  # the superuser: bypasses row-level security, for setup and checks only
-    app_url: str  # rag_eval_app: what the pipeline connects as
+    app_url: str  # rag_eval_worker: what the pipeline's workers connect as
+    service_url: str  # rag_eval_service: what the gate service connects as
 
 
 @pytest.fixture(scope="session")
@@ -216,12 +225,17 @@ def upgraded_database(scratch_database_factory) -> UpgradedDatabase:
     name = scratch_database_factory()
     admin_url = database_url(name)
     upgrade(admin_url)
-    return UpgradedDatabase(name=name, admin_url=admin_url, app_url=database_url(name, user=APP_ROLE))
+    return UpgradedDatabase(
+        name=name,
+        admin_url=admin_url,
+        app_url=database_url(name, user=APP_ROLE),
+        service_url=database_url(name, user=SERVICE_ROLE),
+    )
 
 
 @pytest.fixture(scope="session")
 def app_database(upgraded_database):
-    """A verified ResultsDatabase as rag_eval_app on the session's database."""
+    """A verified ResultsDatabase as the workers' role on the session's database."""
     from rag_eval_pipeline.stores.database.connection import open_results_database
 
     database = open_results_database(upgraded_database.app_url)

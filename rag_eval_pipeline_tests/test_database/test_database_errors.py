@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.postgres]
 
 SECRET = "s3cret-Pa55"
 UPGRADE_HINT = "run `rag-eval db upgrade`"
+CONNECT_AS = "connect as rag_eval_worker (or rag_eval_service, the gate service)"
 
 
 def _refusal(url: str) -> str:
@@ -65,22 +66,20 @@ def test_a_missing_database_says_to_create_it(upgraded_database):
 def test_a_superuser_is_refused(upgraded_database):
     assert (
         _refusal(upgraded_database.admin_url)
-        == "refusing to run as postgres: it would see every tenant's rows; connect as rag_eval_app"
+        == f"refusing to run as postgres: it would see every tenant's rows; {CONNECT_AS}"
     )
 
 
 def test_a_role_with_bypassrls_is_refused(upgraded_database):
-    with throwaway_role("BYPASSRLS") as role:
+    with throwaway_role("BYPASSRLS", may_connect_to=upgraded_database.name) as role:
         assert (
             _refusal(database_url(upgraded_database.name, user=role))
-            == f"refusing to run as {role}: it would see every tenant's rows; connect as rag_eval_app"
+            == f"refusing to run as {role}: it would see every tenant's rows; {CONNECT_AS}"
         )
 
 
 def test_a_database_never_upgraded_is_refused_and_left_as_it_was(upgraded_database, scratch_database_factory):
-    name = (
-        scratch_database_factory()
-    )  # rag_eval_app exists (the session's upgrade made it); this database has no schema
+    name = scratch_database_factory()  # the roles exist (the session's upgrade made them); this database has no schema
     message = _refusal(database_url(name, user=APP_ROLE))
     assert message.startswith(f"the results database '{name}' has no rag_eval schema") and message.endswith(
         UPGRADE_HINT

@@ -1,16 +1,26 @@
 """The migrations: what they build (roles, schema, tables with forced row-level security), that a second
-run changes nothing, and that the migrated tables are exactly schema.py's."""
+run changes nothing, that a database at 0001 moves to 0002 with its rows and its old login working, and
+that the migrated tables are exactly schema.py's."""
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, pool
-from sqlalchemy.exc import ProgrammingError
+from sqlalchemy import create_engine, pool, select, text
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.connection import open_results_database
 from rag_eval_pipeline.stores.database.upgrade import alembic_config, head_revision, upgrade
-from rag_eval_pipeline_tests.support.postgres import APP_ROLE, database_url, run_admin
+from rag_eval_pipeline_tests.support.postgres import (
+    APP_ROLE,
+    LEGACY_APP_ROLE,
+    SERVICE_ROLE,
+    database_url,
+    run_admin,
+    sample_row,
+    throwaway_role,
+)
 
 pytestmark = [pytest.mark.postgres]
 
@@ -30,6 +40,19 @@ def _catalog(url: str) -> dict:
         "indexes": "select indexname, indexdef from pg_indexes where schemaname = 'rag_eval' order by 1",
         "schema": "select nspname, pg_get_userbyid(nspowner), nspacl::text from pg_namespace where nspname = 'rag_eval'",
         "version": "select version_num from rag_eval.alembic_version",
+        "roles": "select rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlogin, rolreplication, "
+        "rolbypassrls, rolconnlimit from pg_roles where rolname like 'rag\\_eval\\_%' "
+        "and rolname not like 'rag\\_eval\\_test%' order by 1",
+        "memberships": "select roleid, member from pg_auth_members m join pg_roles r on r.oid = m.member "
+        "where r.rolname like 'rag\\_eval\\_%' order by 1, 2",
+        # NULL (the default rights) and the same rights written out are the same rights.
+        "database": "select a.grantee, a.privilege_type from pg_database d, "
+        "aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a where d.datname = current_database() order by 1, 2",
+        "public schema": "select nspacl::text from pg_namespace where nspname = 'public'",
+        "session defaults": "select pg_get_userbyid(setrole), setconfig::text from pg_db_role_setting "
+        "where setdatabase = (select oid from pg_database where datname = current_database()) order by 1",
+        "sequences": "select relname, relacl::text from pg_class where relkind = 'S' "
+        "and relnamespace = 'rag_eval'::regnamespace order by 1",
     }
     return {name: run_admin(sql, url) for name, sql in queries.items()}
 
@@ -55,6 +78,48 @@ def test_the_app_role_cannot_bypass_row_level_security_and_the_owner_cannot_log_
     )
     assert roles[schema.APP_ROLE] == [False, False, True]
     assert roles[schema.OWNER_ROLE] == [False, False, False]
+
+
+def test_a_database_at_0001_moves_to_0002_keeping_its_rows_and_its_old_login(scratch_database_factory):
+    name = scratch_database_factory()
+    url = database_url(name)
+    assert upgrade(url, "0001") == "0001"
+    table = schema.audited_archives
+    engine = create_engine(database_url(name, user=LEGACY_APP_ROLE), poolclass=pool.NullPool)
+    with engine.begin() as connection:  # the one login of 0001 writes a tenant's row
+        connection.execute(text("select set_config('rag_eval.tenant', 'before', true)"))
+        connection.execute(table.insert().values(sample_row(table, "before", 1)))
+    engine.dispose()
+    with throwaway_role("") as stranger:  # at 0001 any role of the cluster may connect (PUBLIC has CONNECT)
+        run_admin("select 1", database_url(name, user=stranger))
+
+        assert upgrade(url) == head_revision() == "0002"
+
+        with pytest.raises(OperationalError, match="permission denied for database"):
+            run_admin("select 1", database_url(name, user=stranger))
+    for role in (LEGACY_APP_ROLE, APP_ROLE, SERVICE_ROLE):  # the old login goes on working beside the new ones
+        database = open_results_database(database_url(name, user=role))
+        try:
+            with database.tenant("before") as connection:
+                assert connection.execute(select(table.c.tenant_id)).scalars().all() == ["before"]
+        finally:
+            database.dispose()
+    assert run_admin(
+        "select has_sequence_privilege(:app, 'rag_eval.baseline_history_id_seq', 'select')", url, app=LEGACY_APP_ROLE
+    ) == [(False,)]
+
+
+def test_a_downgrade_to_0001_gives_back_what_0002_took(scratch_database_factory):
+    url = database_url(scratch_database_factory())
+    upgrade(url, "0001")
+    at_0001 = _catalog(url)
+    upgrade(url)
+    assert _catalog(url) != at_0001
+    engine = create_engine(url, poolclass=pool.NullPool)
+    with engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0001")
+    engine.dispose()
+    assert _catalog(url) == at_0001
 
 
 def test_every_table_is_keyed_and_indexed_by_tenant_with_row_level_security_forced(upgraded_database):

@@ -1,6 +1,7 @@
 """On a private Postgres (a cluster of its own, from initdb): the first upgrades of a cluster racing to
 create the roles, and a ResultsDatabase that outlives a server restart without half-written rows."""
 
+import os
 import subprocess
 import sys
 import time
@@ -24,19 +25,22 @@ def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(pr
     for name in names:
         run_admin(f"create database {name}", private_server.url())
     assert run_admin("select count(*) from pg_roles where rolname like 'rag_eval%'", private_server.url()) == [(0,)]
-    # A third party is creating the roles and has not committed: both upgrades must wait for it, then
-    # find the roles taken (a duplicate) and carry on.
+    # A third party is creating the roles (those of 0001 and of 0002) and has not committed: both
+    # upgrades must wait for it, then find the roles taken (a duplicate) and carry on.
     engine = create_engine(private_server.url(), poolclass=pool.NullPool)
     with engine.connect() as rival:
-        rival.execute(text(f"create role {schema.OWNER_ROLE} nologin"))
-        rival.execute(text(f"create role {schema.APP_ROLE} login"))
-        # Two processes, as two test sessions or two deploy jobs would be.
+        for role in (schema.OWNER_ROLE, *schema.LOGIN_ROLES):
+            rival.execute(text(f"create role {role} {'nologin' if role == schema.OWNER_ROLE else 'login'}"))
+        # Two processes, as two test sessions or two deploy jobs would be; the wait for the rival is long
+        # on a loaded machine, so the upgrades' lock timeout is raised.
+        environment = {**os.environ, "RAG_EVAL_DATABASE_LOCK_TIMEOUT_S": "120"}
         upgrades = [
             subprocess.Popen(
                 [sys.executable, "-c", UPGRADE, private_server.url(name)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                env=environment,
             )
             for name in names
         ]
@@ -48,8 +52,7 @@ def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(pr
         (0, head_revision())
     ] * len(names), [err for _, err in outcomes]
     assert sorted(run_admin("select rolname from pg_roles where rolname like 'rag_eval%'", private_server.url())) == [
-        (schema.APP_ROLE,),
-        (schema.OWNER_ROLE,),
+        (role,) for role in sorted((schema.OWNER_ROLE, *schema.LOGIN_ROLES))
     ]
 
 

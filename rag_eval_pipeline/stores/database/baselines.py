@@ -7,18 +7,27 @@ checked against the baseline the promoter saw (compare-and-set), as in reporting
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pandas as pd
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.exc import OperationalError
 
 from rag_eval_pipeline.core.names import validate_commit, validate_run_id
 from rag_eval_pipeline.stores.database import schema
+from rag_eval_pipeline.stores.database.connection import LOCK_TIMEOUT_VARIABLE, DatabaseError, LockNotGranted
 from rag_eval_pipeline.stores.database.results import DatabaseStore
-from rag_eval_pipeline.stores.protocols import LOCK_TIMEOUT_S, UNSET, BaselineChanged, Promotion, UnknownBaseline
+from rag_eval_pipeline.stores.database.retention import prune_audits
+from rag_eval_pipeline.stores.protocols import (
+    LOCK_TIMEOUT_S,
+    UNSET,
+    BaselineChanged,
+    Promotion,
+    Pruned,
+    UnknownBaseline,
+)
 
 
 class DatabaseBaselineStore:
@@ -105,27 +114,27 @@ class DatabaseBaselineStore:
     def locked(self, tenant: str):
         """Hold the tenant's promotion lock (re-entrant in one thread, exclusive across processes and machines):
         a transaction-scoped advisory lock on a connection of its own, released when the block ends, however
-        it ends. Waits at most LOCK_TIMEOUT_S, as the file lock does."""
+        it ends. Waits at most LOCK_TIMEOUT_S, as the file lock does, and never longer than the database
+        session's lock timeout; then a one-line DatabaseError, and nothing is promoted."""
         held = _held_locks()
         if tenant in held:
             yield
             return
-        with self.db.engine.connect() as connection, connection.begin():
-            connection.execute(text(f"set local lock_timeout = '{int(LOCK_TIMEOUT_S)}s'"))
-            try:
-                connection.execute(
-                    text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                    {"key": f"rag_eval.baseline.{tenant}"},
-                )
-            except OperationalError as error:
-                raise BaselineChanged(
-                    f"the baseline of {tenant} stayed locked by another run for {LOCK_TIMEOUT_S:.0f} s; re-run the gate"
-                ) from error
-            held.add(tenant)
-            try:
-                yield
-            finally:
-                held.discard(tenant)
+        key = f"rag_eval.baseline.{tenant}"
+        try:
+            with self.db.exclusive(key, LOCK_TIMEOUT_S):
+                held.add(tenant)
+                try:
+                    yield
+                finally:
+                    held.discard(tenant)
+        except LockNotGranted as error:
+            if error.key != key:  # another lock, taken inside the block
+                raise
+            raise DatabaseError(
+                f"the baseline of {tenant} stayed locked by another session for {error.waited_s:g} s "
+                f"({LOCK_TIMEOUT_VARIABLE}): nothing was promoted; try again once that session is done"
+            ) from error
 
     def promote(
         self,
@@ -180,6 +189,14 @@ class DatabaseBaselineStore:
     def current(self, tenant: str, version: str):
         promotions = self.history(tenant, version)
         return promotions[-1] if promotions else None
+
+    def prune(
+        self, tenant: str, older_than: datetime, keep: Collection[str] = (), dry_run: bool = False
+    ) -> list[Pruned]:
+        """The tenant's audits and submitted outputs older than older_than, except a baseline commit's and
+        those in keep (stores/database/retention.py), deleted in one transaction under the promotion lock."""
+        with self.locked(tenant), self.db.tenant(tenant) as connection:
+            return prune_audits(connection, older_than, keep, dry_run)
 
 
 _LOCAL = threading.local()

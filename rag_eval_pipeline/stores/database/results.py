@@ -1,8 +1,8 @@
 """The results store of production mode: the evaluation records in Postgres, one tenant per transaction.
 
 `DatabaseStore` offers what the pipeline asks of the local `Warehouse` for its results: a partition's
-tables, the golden-set manifest, an audit's tables and its report (the baselines are in
-reporting/database_baselines.py). Every statement runs inside `ResultsDatabase.tenant(tenant)`, so
+tables, the golden-set manifest, an audit's tables and its report, and the outputs submitted before a run
+(a result_tables row keyed by the commit and the submission id) (the baselines are in baselines.py). Every statement runs inside `ResultsDatabase.tenant(tenant)`, so
 row-level security confines it to that tenant's rows whatever it selects.
 
 Writes are keyed by commit and run (two audits never touch each other's rows) and a table is replaced in
@@ -19,17 +19,18 @@ from contextlib import contextmanager
 from pathlib import PurePath, PurePosixPath
 
 import pandas as pd
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.exc import OperationalError
 
 from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 from rag_eval_pipeline.stores.database import schema
-from rag_eval_pipeline.stores.database.connection import ResultsDatabase
+from rag_eval_pipeline.stores.database.connection import LOCK_TIMEOUT_VARIABLE, LockNotGranted, ResultsDatabase
 from rag_eval_pipeline.stores.layout import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
+from rag_eval_pipeline.stores.protocols import SUBMITTED_OUTPUTS, validate_submission_id
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
+RECORD_COLUMN = "record"  # a submission's table: one JSON line per row
 _LOCAL = threading.local()  # the version locks this thread holds
 
 
@@ -105,26 +106,27 @@ class DatabaseStore:
     def version_lock(self, tenant: str, version: str) -> Iterator[None]:
         """Hold the version's lock, as the local warehouse's file lock does: a transaction-scoped advisory
         lock on a connection of its own (exclusive across processes and machines, released when the block
-        ends however it ends, or when the holder's connection dies), reentrant in one thread."""
+        ends however it ends, or when the holder's connection dies), reentrant in one thread. Waits at most
+        VERSION_LOCK_TIMEOUT_S and never longer than the session's lock timeout; then TimeoutError."""
         key = f"rag_eval.version.{validate_name('tenant', tenant)}/{validate_name('dataset version', version)}"
         held = _held_version_locks()
         if key in held:
             yield
             return
-        with self.db.engine.connect() as connection, connection.begin():
-            connection.execute(text(f"set local lock_timeout = '{int(VERSION_LOCK_TIMEOUT_S)}s'"))
-            try:
-                connection.execute(text("select pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key})
-            except OperationalError as error:
-                raise TimeoutError(
-                    f"{tenant}/{version} stayed locked by another run for "
-                    f"{VERSION_LOCK_TIMEOUT_S:.0f} s: re-run when it has finished"
-                ) from error
-            held.add(key)
-            try:
-                yield
-            finally:
-                held.discard(key)
+        try:
+            with self.db.exclusive(key, VERSION_LOCK_TIMEOUT_S):
+                held.add(key)
+                try:
+                    yield
+                finally:
+                    held.discard(key)
+        except LockNotGranted as error:
+            if error.key != key:  # another lock, taken inside the block
+                raise
+            raise TimeoutError(
+                f"{tenant}/{version} stayed locked by another run for {error.waited_s:g} s "
+                f"({LOCK_TIMEOUT_VARIABLE}): re-run when it has finished"
+            ) from error
 
     def manifest_texts(self, tenant: str) -> dict[str, str]:
         """{version: manifest JSON} of every published version of the tenant."""
@@ -201,6 +203,19 @@ class DatabaseStore:
     def locations(self, tenant: str, version: str, run_id: str) -> list[str]:
         """Where a run's results are, for a person to find them: rows, not files."""
         return [f"results for {tenant}/{version} (run {run_id}): {self.root}, schema rag_eval, tenant {tenant}"]
+
+    # --- outputs submitted before a run: a result_tables row per submission, under its commit ---
+
+    def write_submission(self, tenant: str, version: str, commit: str, submission_id: str, text: str) -> str:
+        frame = pd.DataFrame({RECORD_COLUMN: text.split("\n")})
+        self._replace_table(tenant, version, SUBMITTED_OUTPUTS, commit, validate_submission_id(submission_id), frame)
+        return self.where(tenant, version, SUBMITTED_OUTPUTS, commit, submission_id)
+
+    def read_submission(self, tenant: str, version: str, submission_id: str) -> str | None:
+        """A submission's text, whatever its commit (ids are unique); None when this tenant's version has none
+        by that id (row-level security: another tenant's submission is not there)."""
+        frame = self._read_table(tenant, version, SUBMITTED_OUTPUTS, None, validate_submission_id(submission_id))
+        return None if frame is None else "\n".join(frame[RECORD_COLUMN])
 
     # --- internals ---
 

@@ -30,7 +30,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 SCHEMA = "rag_eval"
 TENANT_SETTING = "rag_eval.tenant"  # the per-transaction setting the RLS policies read
 OWNER_ROLE = "rag_eval_owner"  # owns the schema and tables; cannot log in
-APP_ROLE = "rag_eval_app"  # what the pipeline connects as: not the owner, no BYPASSRLS, never a superuser
+# The login roles: not the owner, no BYPASSRLS, never a superuser, members of nothing. Separate roles, so
+# neither sees the other's statements in pg_stat_activity nor may end the other's sessions.
+SERVICE_ROLE = "rag_eval_service"  # the gate service (`rag-eval serve`)
+WORKER_ROLE = "rag_eval_worker"  # Celery workers, the daemon, `rag-eval` run by an operator
+APP_ROLE = "rag_eval_app"  # deprecated: the one login before revision 0002; kept with the workers' rights
+LOGIN_ROLES = (SERVICE_ROLE, WORKER_ROLE, APP_ROLE)
 
 metadata = MetaData(schema=SCHEMA)
 

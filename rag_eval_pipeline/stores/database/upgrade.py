@@ -1,10 +1,13 @@
 """`upgrade(admin_url)`: bring the results database to the code's migration head (alembic, no alembic.ini).
 
-Runs as a superuser (RAG_EVAL_DATABASE_ADMIN_URL): the first revision creates the cluster-wide roles,
-the `rag_eval` schema and its tables with row-level security. Everything happens in one transaction,
-so a failed upgrade leaves the database as it was; a second run finds the head and changes nothing.
-Two upgrades of one database wait for each other (an advisory lock); upgrades of two databases of one
-cluster may race only on creating the roles, which the revision tolerates.
+Runs as a superuser (RAG_EVAL_DATABASE_ADMIN_URL): the first revision creates the `rag_eval` schema and
+its tables with row-level security, the second the login roles of the service and the workers, what
+each may do and its session timeouts, and closes the database to everyone else (docs/production.md lists
+it all). Everything happens in one transaction, so a failed upgrade leaves the database as it was; a
+second run finds the head and changes nothing. Two upgrades of one database wait for each other (an
+advisory lock, within the lock timeout); upgrades of two databases of one cluster may race only on
+creating the roles, which the revisions tolerate. The session carries the same lock and statement
+timeouts as the pipeline's: an upgrade behind a worker's lock fails rather than stall every tenant.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from rag_eval_pipeline.stores.database.connection import (
     ADMIN_URL_VARIABLE,
     DatabaseError,
+    SessionTimeouts,
     build_engine,
     connection_problem,
     parse_url,
     server_message,
     shown,
+    timeout_problem,
 )
 from rag_eval_pipeline.stores.database.schema import SCHEMA, metadata
 
@@ -64,10 +69,12 @@ def known_revisions() -> set[str]:
     return {script.revision for script in _scripts().walk_revisions()}
 
 
-def upgrade(admin_url: str) -> str:
-    """Migrate the database of admin_url to the head; the head revision. DatabaseError when it cannot."""
+def upgrade(admin_url: str, revision: str = "head", timeouts: SessionTimeouts | None = None) -> str:
+    """Migrate the database of admin_url to `revision` (the head unless a test names an older one); the
+    revision it is then at. DatabaseError when it cannot. `timeouts` default to the settings'."""
     url = parse_url(admin_url, ADMIN_URL_VARIABLE)
-    engine = build_engine(url, poolclass=pool.NullPool)
+    timeouts = timeouts or SessionTimeouts.from_environment()
+    engine = build_engine(url, timeouts, poolclass=pool.NullPool)
     try:
         try:
             connection = engine.connect()
@@ -82,8 +89,11 @@ def upgrade(admin_url: str) -> str:
                     f"(made by a newer release?): upgrade rag_eval_pipeline instead"
                 )
             with _ALEMBIC:
-                command.upgrade(alembic_config(connection), "head")
+                command.upgrade(alembic_config(connection), revision)
     except DBAPIError as error:
+        problem = timeout_problem(error, timeouts)
+        if problem is not None:
+            raise DatabaseError(f"cannot upgrade {shown(url)} ({ADMIN_URL_VARIABLE}): {problem}") from error
         hint = (
             f"; {ADMIN_URL_VARIABLE} must name a superuser"
             if _INSUFFICIENT_PRIVILEGE == getattr(error.orig, "pgcode", None)
@@ -94,7 +104,7 @@ def upgrade(admin_url: str) -> str:
         ) from error
     finally:
         engine.dispose()
-    return head_revision()
+    return head_revision() if revision == "head" else revision
 
 
 def _current_revision(connection: Connection) -> str | None:
@@ -109,7 +119,7 @@ def run_migrations(context: EnvironmentContext) -> None:
     connection = context.config.attributes.get("connection")
     if connection is None:
         url = parse_url(context.config.get_main_option("sqlalchemy.url", ""), "sqlalchemy.url")
-        engine = build_engine(url, poolclass=pool.NullPool)
+        engine = build_engine(url, SessionTimeouts.from_environment(), poolclass=pool.NullPool)
         with engine.begin() as connection:
             _migrate(context, connection)
         engine.dispose()
