@@ -82,6 +82,7 @@ SERVICE_VARIABLES = {
     "tenant_claim": "RAG_EVAL_AUTH_TENANT_CLAIM",
     "max_gates": "RAG_EVAL_SERVICE_MAX_GATES",
     "warm_children": "RAG_EVAL_SERVICE_WARM_CHILDREN",
+    "max_gates_per_tenant": "RAG_EVAL_SERVICE_MAX_GATES_PER_TENANT",
     "server_url": "RAG_EVAL_SERVER",  # set both of these in a tenant's CI: the CLI then talks to the service
     "token": "RAG_EVAL_TOKEN",
 }
@@ -246,6 +247,9 @@ class ServiceSettings(BaseModel):
     audience: str = Field(default="rag-eval-gate", description="the `aud` every token must carry")
     tenant_claim: str = Field(default="tenant", description="the claim that names the token's tenant")
     max_gates: int = Field(default=8, ge=1, description="gates the service runs at once; more wait their turn")
+    max_gates_per_tenant: int = Field(
+        default=4, ge=1, description="gates one tenant may have queued or running in the service; more get HTTP 429"
+    )
     warm_children: int = Field(
         default=2,
         ge=0,

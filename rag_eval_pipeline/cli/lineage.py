@@ -154,7 +154,8 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
     "--main-branch",
     default="main",
     show_default=True,
-    help="the followed branch, whose passing candidates become the baseline",
+    help="the followed branch, whose passing candidates become the baseline ('' follows none: "
+    "the gate never moves the baseline)",
 )
 @click.option("--junit", type=click.Path(path_type=Path), help="also write the verdict per metric as JUnit XML")
 @click.option(

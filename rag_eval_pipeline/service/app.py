@@ -12,22 +12,26 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import sys
 from typing import Annotated, Literal, NoReturn
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
-from rag_eval_pipeline.service.commands import FINISHED, CommandResult, CommandRunner, Job
+from rag_eval_pipeline.service.commands import FINISHED, CommandResult, CommandRunner, File, Job
 from rag_eval_pipeline.service.tokens import GATE, PROMOTE, READ, REVIEW, Caller, TokenRejected, TokenVerifier
 from rag_eval_pipeline.settings import Settings
 
 AUDIT_LOGGER = "rag_eval_pipeline.service.audit"
 MAX_WAIT_S = 300.0  # the longest one request holds a connection waiting for a verdict; the caller polls again
 NAME = r"^[a-z0-9_-]{1,63}$"  # a tenant or version name, as core.names accepts it
+TENANT_PATH = re.compile(r"^/v1/tenants/([^/]*)(?:/|$)")
+MAX_BODY_BYTES = 80 * 2**20  # a gate's answers may hold 64 MiB (as an outputs file may), JSON-escaped
 
 audit = logging.getLogger(AUDIT_LOGGER)
 _bearer = HTTPBearer(auto_error=False)
@@ -44,7 +48,21 @@ class CommandOutcome(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
 
 
-class GateRequest(BaseModel):
+class _Request(BaseModel):
+    """A request body: every text must be valid Unicode (a lone surrogate cannot be written to a file)."""
+
+    @field_validator("*")
+    @classmethod
+    def _unicode(cls, value):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+        return value
+
+
+class GateRequest(_Request):
     commit: str = Field(description="the candidate's commit")
     outputs_jsonl: str | None = Field(
         default=None, description="the candidate's answers, one JSON object per line; none: the reference candidate"
@@ -61,13 +79,13 @@ class GateRequest(BaseModel):
     rescore_baseline: bool = True
 
 
-class PromotionRequest(BaseModel):
+class PromotionRequest(_Request):
     commit: str
     version: str | None = None
     min_coverage: float = DEFAULT_MIN_COVERAGE
 
 
-class ReviewImportRequest(BaseModel):
+class ReviewImportRequest(_Request):
     version: str
     new_version: str
     sheet: str = Field(description="the filled-in review sheet's text")
@@ -105,7 +123,12 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
 
     def runner() -> CommandRunner:  # created in the server's event loop, on first use
         if "runner" not in runner_holder:
-            runner_holder["runner"] = CommandRunner(settings.service.max_gates, settings.service.warm_children)
+            runner_holder["runner"] = CommandRunner(
+                settings.service.max_gates,
+                settings.service.warm_children,
+                timeout_s=settings.production.run_timeout_s + settings.run_stale_after_s + 600,
+                hidden={str(settings.warehouse_root): "<warehouse>"},  # the operator's disk is not the tenant's
+            )
         return runner_holder["runner"]
 
     @contextlib.asynccontextmanager
@@ -127,26 +150,31 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
 
         return open_stores(settings.warehouse_root, settings.production.database_url)
 
+    @app.middleware("http")
+    async def door(request: Request, call_next):
+        """Who the caller is, checked before anything of the request is read: a refusal costs no body."""
+        tenant = TENANT_PATH.match(request.url.path)
+        if tenant is None:  # the OpenAPI document and its pages
+            return await call_next(request)
+        try:
+            request.state.caller = _identify(verifier, request, tenant.group(1))
+            _require_small_body(request)
+        except HTTPException as refused:
+            return _one_line(refused)
+        return await call_next(request)
+
     def caller(scope: str):
         def check(
             request: Request,
             tenant: Annotated[str, Path()],
-            credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+            credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # for the OpenAPI document
         ) -> Caller:
-            where = f"{request.method} {request.url.path}"
-            if credentials is None:
-                _refuse(401, "no bearer token", where)
-            try:
-                who = verifier.verify(credentials.credentials)
-            except TokenRejected as rejected:
-                _refuse(rejected.status, rejected.reason, where)
-            if who.tenant != tenant:
-                _refuse(403, f"the token is for tenant {who.tenant!r}, not {tenant!r}", where, who)
+            who: Caller = request.state.caller  # verified by the door, for this very tenant
             try:
                 who.require(scope)
             except TokenRejected as rejected:
-                _refuse(rejected.status, rejected.reason, where, who)
-            audit.info("allowed %s tenant=%s subject=%s scope=%s", where, who.tenant, who.subject, scope)
+                _refuse(rejected.status, rejected.reason, _where(request), who)
+            audit.info("allowed %s tenant=%s subject=%s scope=%s", _where(request), who.tenant, who.subject, scope)
             return who
 
         return check
@@ -168,10 +196,19 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
         who: Annotated[Caller, gater], body: GateRequest, wait: Annotated[float, Query(ge=0)] = 0.0
     ) -> CommandOutcome:
         """Audit a commit's outputs against the baseline (`rag-eval gate`); wait up to `wait` s for the verdict."""
-        args = ["gate", "--tenant", who.tenant, "--candidate", body.commit, *_gate_options(body)]
+        if runner().active(who.tenant) >= settings.service.max_gates_per_tenant:
+            raise HTTPException(
+                429,
+                f"tenant {who.tenant} has {settings.service.max_gates_per_tenant} gates queued or running "
+                "(RAG_EVAL_SERVICE_MAX_GATES_PER_TENANT): wait for one to finish",
+            )
+        # Only a token that may promote may gate on a followed branch: there a pass moves the baseline.
+        followed = body.main_branch if PROMOTE in who.scopes else ""
+        options = _gate_options(body, followed)
+        args: list[str | File] = ["gate", f"--tenant={who.tenant}", f"--candidate={body.commit}", *options]
         inputs = {"outputs.jsonl": body.outputs_jsonl} if body.outputs_jsonl is not None else {}
         if inputs:
-            args += ["--outputs", "{outputs.jsonl}"]
+            args += ["--outputs", File("outputs.jsonl")]
         shown = {"outputs.jsonl": body.outputs_name, "junit.xml": body.junit_name or "junit.xml"}
         job = runner().start(who.tenant, args, inputs, ("junit.xml",), shown)
         return await _waited(job, wait)
@@ -235,9 +272,9 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
     @app.post("/v1/tenants/{tenant}/baselines", response_model=CommandOutcome, tags=["baseline"])
     async def promote(who: Annotated[Caller, promoter], body: PromotionRequest) -> CommandOutcome:
         """Make an audited commit the baseline (`rag-eval baseline promote`); needs the `promote` scope."""
-        args = ["baseline", "promote", "--tenant", who.tenant, "--commit", body.commit]
-        args += [*(["--version", body.version] if body.version else []), "--min-coverage", str(body.min_coverage)]
-        return _finished(await runner().run(args, {}, (), {}))
+        args: list[str | File] = ["baseline", "promote", f"--tenant={who.tenant}", f"--commit={body.commit}"]
+        args += [*([f"--version={body.version}"] if body.version else []), f"--min-coverage={body.min_coverage}"]
+        return _finished(await _ran(runner().run(args, {}, (), {})))
 
     @app.get("/v1/tenants/{tenant}/reviews/{version}", response_model=CommandOutcome, tags=["review"])
     async def review_export(
@@ -248,23 +285,68 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
     ) -> CommandOutcome:
         """A review sheet of a golden set, ground truths included (`rag-eval review export`)."""
         sheet = f"sheet.{format}"
-        args = ["review", "export", "--tenant", who.tenant, "--version", version, "--out", f"{{{sheet}}}"]
-        return _finished(await runner().run(args, {}, (sheet,), {sheet: name or sheet}))
+        args: list[str | File] = [
+            "review",
+            "export",
+            f"--tenant={who.tenant}",
+            f"--version={version}",
+            "--out",
+            File(sheet),
+        ]
+        return _finished(await _ran(runner().run(args, {}, (sheet,), {sheet: name or sheet})))
 
     @app.post("/v1/tenants/{tenant}/reviews", response_model=CommandOutcome, tags=["review"])
     async def review_import(who: Annotated[Caller, reviewer], body: ReviewImportRequest) -> CommandOutcome:
         """Apply a filled-in review sheet as a new dataset version (`rag-eval review import`)."""
         sheet = "sheet.csv" if body.sheet_name.lower().endswith(".csv") else "sheet.jsonl"
-        args = ["review", "import", "--tenant", who.tenant, "--version", body.version]
-        args += ["--file", f"{{{sheet}}}", "--new-version", body.new_version]
-        return _finished(await runner().run(args, {sheet: body.sheet}, (), {sheet: body.sheet_name}))
+        args: list[str | File] = ["review", "import", f"--tenant={who.tenant}", f"--version={body.version}"]
+        args += ["--file", File(sheet), f"--new-version={body.new_version}"]
+        return _finished(await _ran(runner().run(args, {sheet: body.sheet}, (), {sheet: body.sheet_name})))
 
     @app.exception_handler(HTTPException)
     async def one_line(request: Request, error: HTTPException) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if error.status_code == 401 else None
-        return JSONResponse({"detail": str(error.detail)}, status_code=error.status_code, headers=headers)
+        return _one_line(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def one_line_invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return JSONResponse({"detail": f"{where}: {first.get('msg', 'invalid request')}"}, status_code=422)
 
     return app
+
+
+def _where(request: Request) -> str:
+    return f"{request.method} {request.url.path}"
+
+
+def _identify(verifier: TokenVerifier, request: Request, tenant: str) -> Caller:
+    """The caller a request's bearer token names, when it names the path's tenant; else refused (401/403)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        _refuse(401, "no bearer token", _where(request))
+    try:
+        who = verifier.verify(token.strip())
+    except TokenRejected as rejected:
+        _refuse(rejected.status, rejected.reason, _where(request))
+    if who.tenant != tenant:
+        _refuse(403, f"the token is for tenant {who.tenant!r}, not {tenant!r}", _where(request), who)
+    return who
+
+
+def _require_small_body(request: Request) -> None:
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    length = request.headers.get("content-length", "")
+    if not length.isdigit():
+        raise HTTPException(411, "a request body must state its length (Content-Length)")
+    if int(length) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"the request body is {int(length):,} bytes; at most {MAX_BODY_BYTES:,} are accepted")
+
+
+def _one_line(error: HTTPException) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if error.status_code == 401 else None
+    return JSONResponse({"detail": str(error.detail)}, status_code=error.status_code, headers=headers)
 
 
 def _refuse(status: int, reason: str, where: str, who: Caller | None = None) -> NoReturn:
@@ -281,13 +363,23 @@ def _answered(read):
         raise HTTPException(404, str(error).splitlines()[0]) from None
 
 
-def _gate_options(body: GateRequest) -> list[str]:
-    options = ["--tolerance", str(body.tolerance), "--min-coverage", str(body.min_coverage)]
-    options += ["--branch", body.branch, "--main-branch", body.main_branch]
-    options += ["--version", body.version] if body.version else []
-    options += ["--baseline", body.baseline] if body.baseline else []
-    options += ["--junit", "{junit.xml}"] if body.junit else []
+def _gate_options(body: GateRequest, main_branch: str) -> list[str | File]:
+    """The gate's options; a caller's value always joined to its option (`--x=value`), so a value that
+    looks like an option (`--tenant=...`) stays a value."""
+    options: list[str | File] = [f"--tolerance={body.tolerance}", f"--min-coverage={body.min_coverage}"]
+    options += [f"--branch={body.branch}", f"--main-branch={main_branch}"]
+    options += [f"--version={body.version}"] if body.version else []
+    options += [f"--baseline={body.baseline}"] if body.baseline else []
+    options += ["--junit", File("junit.xml")] if body.junit else []
     return options + ([] if body.rescore_baseline else ["--no-rescore-baseline"])
+
+
+async def _ran(command) -> CommandResult:
+    """A command's result; the service's own failure to run it is the caller's one-line 503, not a 500."""
+    try:
+        return await command
+    except OSError as error:
+        raise HTTPException(503, f"the service could not run the command: {error.strerror or error}") from None
 
 
 async def _waited(job: Job, wait_s: float) -> CommandOutcome:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import sys
@@ -25,7 +26,15 @@ from pathlib import Path
 WITHHELD_VARIABLES = ("RAG_EVAL_SERVER", "RAG_EVAL_TOKEN", "RAG_EVAL_TOKEN_KEY_FILE")
 FINISHED, RUNNING, QUEUED = "finished", "running", "queued"
 CHILD_MODULE = "rag_eval_pipeline.service.child"
+logger = logging.getLogger(__name__)
 KEPT_FINISHED_JOBS = 1000  # finished jobs remembered for late polls; older ones are forgotten first
+
+
+@dataclass(frozen=True)
+class File:
+    """An argument that is the path of one of the command's files (an input the caller sent, or an output)."""
+
+    name: str
 
 
 @dataclass
@@ -50,8 +59,17 @@ class Job:
 class CommandRunner:
     """Runs `rag-eval` commands in child processes, at most `limit` at once, and keeps their jobs."""
 
-    def __init__(self, limit: int, warm: int = 2, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        warm: int = 2,
+        environ: Mapping[str, str] | None = None,
+        timeout_s: float = 3 * 3600.0,
+        hidden: Mapping[str, str] | None = None,
+    ) -> None:
         self._slots = asyncio.Semaphore(limit)
+        self._timeout_s = timeout_s  # a child still running after this is killed: it would hold a slot for ever
+        self._hidden = dict(hidden or {})  # the operator's paths in what a command prints, and what replaces them
         source = os.environ if environ is None else environ
         self._environ = {k: v for k, v in source.items() if k not in WITHHELD_VARIABLES}
         self._jobs: dict[str, Job] = {}
@@ -106,29 +124,45 @@ class CommandRunner:
         task.add_done_callback(self._tasks.discard)
 
     async def run(
-        self, args: list[str], inputs: Mapping[str, str], outputs: tuple[str, ...], shown: Mapping[str, str]
+        self, args: list[str | File], inputs: Mapping[str, str], outputs: tuple[str, ...], shown: Mapping[str, str]
     ) -> CommandResult:
-        """`rag-eval *args` with each input file written first; `{name}` in args is that file's path.
+        """`rag-eval *args` with each input file written first; a File in args is that file's path.
         shown maps an input's name to how the caller knows it, so messages name the caller's file."""
-        folder = Path(tempfile.mkdtemp(prefix="rag-eval-service-"))
-        try:
-            paths = {name: str(folder / name) for name in (*inputs, *outputs)}
-            for name, text in inputs.items():
-                Path(paths[name]).write_text(text, encoding="utf-8")
-            argv = [_with_paths(arg, paths) for arg in args]
-            async with self._slots:
-                child = await self._child()
-                out, err = await child.communicate((json.dumps({"argv": argv}) + "\n").encode())
-            self.warm_up()  # after the command, so a new child's imports do not slow this one down
-            written = {
-                name: Path(paths[name]).read_text(encoding="utf-8") for name in outputs if Path(paths[name]).exists()
-            }
-            stdout, stderr = (_decoded(text, paths, shown) for text in (out, err))
-            return CommandResult(child.returncode if child.returncode is not None else 2, stdout, stderr, written)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        async with self._slots:  # the caller's files are written only once the command may run
+            folder = Path(tempfile.mkdtemp(prefix="rag-eval-service-"))
+            try:
+                paths = {name: str(folder / name) for name in (*inputs, *outputs)}
+                for name, text in inputs.items():
+                    Path(paths[name]).write_text(text, encoding="utf-8")
+                argv = [paths[arg.name] if isinstance(arg, File) else arg for arg in args]
+                status, out, err = await self._run_child(argv)
+                written = {
+                    name: Path(paths[name]).read_text(encoding="utf-8")
+                    for name in outputs
+                    if Path(paths[name]).exists()
+                }
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        self.warm_up()  # after the command, so a new child's imports do not slow this one down
+        replaced = {**self._hidden, **{path: shown.get(name, name) for name, path in paths.items()}}
+        return CommandResult(status, _decoded(out, replaced), _without_trace(_decoded(err, replaced)), written)
 
-    def start(self, tenant: str, args: list[str], inputs: Mapping[str, str], outputs: tuple[str, ...], shown) -> Job:
+    async def _run_child(self, argv: list[str]) -> tuple[int, bytes, bytes]:
+        child = await self._child()
+        try:
+            out, err = await asyncio.wait_for(
+                child.communicate((json.dumps({"argv": argv}) + "\n").encode()), self._timeout_s
+            )
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+            message = f"error: the command did not finish within {self._timeout_s:.0f} s: the service stopped it\n"
+            return 2, b"", message.encode()
+        return (child.returncode if child.returncode is not None else 2), out, err
+
+    def start(
+        self, tenant: str, args: list[str | File], inputs: Mapping[str, str], outputs: tuple[str, ...], shown
+    ) -> Job:
         """Run a command in the background; its job, to wait for or poll."""
         job = Job(uuid.uuid4().hex, tenant)
         self._forget_old_jobs()
@@ -151,20 +185,26 @@ class CommandRunner:
         for job_id in finished[: max(0, len(finished) - KEPT_FINISHED_JOBS)]:
             del self._jobs[job_id]
 
+    def active(self, tenant: str) -> int:
+        """The tenant's jobs queued or running."""
+        return sum(1 for job in self._jobs.values() if job.tenant == tenant and job.state != FINISHED)
+
     def job(self, tenant: str, job_id: str) -> Job | None:
         """The tenant's job of that id; None for another tenant's (indistinguishable from none)."""
         job = self._jobs.get(job_id)
         return job if job is not None and job.tenant == tenant else None
 
 
-def _with_paths(arg: str, paths: Mapping[str, str]) -> str:
-    for name, path in paths.items():
-        arg = arg.replace("{" + name + "}", path)
-    return arg
-
-
-def _decoded(raw: bytes, paths: Mapping[str, str], shown: Mapping[str, str]) -> str:
+def _decoded(raw: bytes, replaced: Mapping[str, str]) -> str:
     text = raw.decode("utf-8", errors="backslashreplace")
-    for name, path in paths.items():
-        text = text.replace(path, shown.get(name, name))
+    for path, shown in replaced.items():
+        text = text.replace(path, shown)
     return text
+
+
+def _without_trace(stderr: str) -> str:
+    """A crashed command's stack trace stays in the service's log; the caller gets its one `error:` line."""
+    if "Traceback (most recent call last)" not in stderr:
+        return stderr
+    logger.error("a command crashed:\n%s", stderr)
+    return "".join(line for line in stderr.splitlines(keepends=True) if line.startswith("error: "))

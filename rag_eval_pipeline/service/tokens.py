@@ -138,9 +138,7 @@ class TokenVerifier:
             tenant = validate_name("tenant", tenant_value)
         except ValueError:
             raise TokenRejected(401, "the token's tenant is not a valid tenant name") from None
-        scope = claims.get("scope", "")
-        scopes = scope.split() if isinstance(scope, str) else [s for s in scope if isinstance(s, str)]
-        return Caller(tenant, frozenset(scopes) & set(SCOPES), str(claims["sub"]), str(claims.get("jti", "")))
+        return Caller(tenant, _scopes(claims.get("scope", "")), str(claims["sub"]), str(claims.get("jti", "")))
 
     def _claims(self, token: str) -> dict:
         try:
@@ -172,3 +170,12 @@ class TokenVerifier:
             raise TokenRejected(401, f"the token's signing key is unknown to the identity provider: {error}") from None
         except jwt.PyJWTError as error:
             raise TokenRejected(401, f"the token is invalid: {error}") from None
+
+
+def _scopes(claim: object) -> frozenset[str]:
+    """The known scopes of a `scope` claim: a space-separated string, or a list of strings; else refused."""
+    if isinstance(claim, str):
+        return frozenset(claim.split()) & set(SCOPES)
+    if isinstance(claim, list) and all(isinstance(s, str) for s in claim):
+        return frozenset(claim) & set(SCOPES)
+    raise TokenRejected(401, "the token's scope claim is neither a string nor a list of strings")

@@ -85,14 +85,21 @@ def _declining_outputs(questions_file: Path, out: Path) -> Path:
     return out
 
 
+def _declining(operator) -> str:
+    golden = pd.read_parquet(operator["warehouse"] / "acme" / "v1" / "golden_set.parquet")
+    return "".join(json.dumps({"qa_id": q, "answer": "I don't know.", "contexts": []}) + "\n" for q in golden["qa_id"])
+
+
 def _verdict_line(stdout: str, commit: str) -> str:
     (line,) = [line for line in stdout.splitlines() if line.startswith("gate: ")]
     return line.replace(commit, "<commit>")
 
 
-def _report_table(stdout: str) -> pd.DataFrame:
+def _report_table(stdout: str, warehouse: Path) -> pd.DataFrame:
+    """The report table beside the report the gate names (the service names its warehouse `<warehouse>`)."""
     (line,) = [line for line in stdout.splitlines() if line.startswith("report: ")]
-    table = pd.read_parquet(Path(line.removeprefix("report: ")).with_name("regression_report.parquet"))
+    path = Path(line.removeprefix("report: ").replace("<warehouse>", str(warehouse)))
+    table = pd.read_parquet(path.with_name("regression_report.parquet"))
     return table[["metric", "verdict", "candidate_mean", "baseline_mean"]]
 
 
@@ -117,7 +124,10 @@ def test_a_ci_token_gates_its_own_tenant_exactly_as_the_cli_does(operator, servi
     assert (remote.returncode, local.returncode) == (1, 1), remote.stderr + local.stderr
     assert _verdict_line(remote.stdout, "served-1") == _verdict_line(local.stdout, "local-1")
     assert "BLOCK" in _verdict_line(remote.stdout, "served-1")
-    pd.testing.assert_frame_equal(_report_table(remote.stdout), _report_table(local.stdout))
+    assert "report: <warehouse>/acme/v1/audits/" in remote.stdout  # not the operator's disk layout
+    pd.testing.assert_frame_equal(
+        _report_table(remote.stdout, operator["warehouse"]), _report_table(local.stdout, operator["warehouse"])
+    )
     assert f"JUnit XML: {junit}" in remote.stdout and "<failure" in junit.read_text()
 
 
@@ -167,6 +177,22 @@ def test_every_cross_tenant_attempt_and_bad_token_is_refused_and_changes_nothing
     report = httpx.get(f"{service['url']}/v1/tenants/globex/versions/v1/runs/any/report", headers=headers)
     anonymous = httpx.get(f"{service['url']}/v1/tenants/globex/baselines")
     assert (report.status_code, anonymous.status_code) == (403, 401)
+    # A value that looks like an option stays a value: the gate is acme's, whatever its commit says. And a
+    # token without `promote` never moves the baseline, whichever branch it says it gates, however lax.
+    history = httpx.get(f"{service['url']}/v1/tenants/acme/baselines", headers=headers).json()
+    lax = {"branch": "x", "main_branch": "x", "tolerance": 1.0, "min_coverage": 0.0}
+    smuggled = httpx.post(
+        f"{service['url']}/v1/tenants/acme/gates",
+        params={"wait": 300},
+        headers=headers,
+        json={"commit": "--tenant=globex", **lax, "outputs_jsonl": _declining(operator)},
+        timeout=400,
+    ).json()
+    assert smuggled["state"] == "finished", smuggled
+    assert "for commit --tenant=globex on acme/v1" in smuggled["stdout"]
+    assert "is now the baseline" not in smuggled["stdout"]
+    after = httpx.get(f"{service['url']}/v1/tenants/acme/baselines", headers=headers).json()
+    assert after["promotions"] == history["promotions"] and "--tenant=globex" in after["audited"]["v1"]
     assert not stolen.exists()
     assert _snapshot(globex) == before
     refusals = [line for line in service["log"].read_text().splitlines() if " audit refused " in line]
@@ -189,7 +215,7 @@ def test_two_tenants_gate_at_once_through_the_service(operator, service, ci_env)
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err
         assert f"gate: PASS for commit both-{tenant} on {tenant}/v1" in out
-        assert f"/{tenant}/" in [line for line in out.splitlines() if line.startswith("report: ")][0]
+        assert f"<warehouse>/{tenant}/" in [line for line in out.splitlines() if line.startswith("report: ")][0]
 
 
 def test_scoped_tokens_review_and_promote_only_their_own_tenant(operator, service, ci_env, tmp_path):

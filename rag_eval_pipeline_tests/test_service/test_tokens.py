@@ -163,3 +163,14 @@ def test_the_verifier_wants_exactly_one_source_of_keys(key):
     for arguments in ({}, {"key": key, "jwks_url": "http://127.0.0.1:9/jwks.json"}):
         with pytest.raises(ValueError, match="exactly one way"):
             TokenVerifier(POLICY, **arguments)
+
+
+@pytest.mark.parametrize("scope", [5, None, True, 1.5, {"read": 1}, ["read", 2]])
+def test_a_scope_claim_of_another_type_is_refused(key, scope):
+    token = jwt.encode({**_claims(), "scope": scope}, key, algorithm="HS256")
+    assert _rejected(TokenVerifier(POLICY, key=key), token).reason.startswith("the token's scope claim is neither")
+
+
+def test_a_scope_list_is_read_like_a_scope_string(key):
+    token = jwt.encode(_claims(scope=["read", "promote", "root"]), key, algorithm="HS256")
+    assert TokenVerifier(POLICY, key=key).verify(token).scopes == frozenset({"read", "promote"})
