@@ -6,7 +6,6 @@ checked against the baseline the promoter saw (compare-and-set), as in reporting
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -116,18 +115,10 @@ class DatabaseBaselineStore:
         a transaction-scoped advisory lock on a connection of its own, released when the block ends, however
         it ends. Waits at most LOCK_TIMEOUT_S, as the file lock does, and never longer than the database
         session's lock timeout; then a one-line DatabaseError, and nothing is promoted."""
-        held = _held_locks()
-        if tenant in held:
-            yield
-            return
         key = f"rag_eval.baseline.{tenant}"
         try:
             with self.db.exclusive(key, LOCK_TIMEOUT_S):
-                held.add(tenant)
-                try:
-                    yield
-                finally:
-                    held.discard(tenant)
+                yield
         except LockNotGranted as error:
             if error.key != key:  # another lock, taken inside the block
                 raise
@@ -197,16 +188,6 @@ class DatabaseBaselineStore:
         those in keep (stores/database/retention.py), deleted in one transaction under the promotion lock."""
         with self.locked(tenant), self.db.tenant(tenant) as connection:
             return prune_audits(connection, older_than, keep, dry_run)
-
-
-_LOCAL = threading.local()
-
-
-def _held_locks() -> set[str]:
-    """The tenants whose promotion lock this thread holds."""
-    if not hasattr(_LOCAL, "tenants"):
-        _LOCAL.tenants = set()
-    return _LOCAL.tenants
 
 
 def _current_commit(connection, version: str) -> str | None:

@@ -228,7 +228,12 @@ class ResultsDatabase:
         """Hold the advisory lock named `key` (exclusive across processes and machines) until the block
         ends, however it ends, or the holder's connection dies: a transaction-scoped lock on a connection
         of its own. Waits at most `longest_wait_s`, and never longer than the session's lock timeout;
-        LockNotGranted when another session held it all that time."""
+        LockNotGranted when another session held it all that time. Re-entrant in one thread: a block
+        inside a block that holds the key does not wait for itself."""
+        held = _held_keys()
+        if key in held:
+            yield
+            return
         waited_s = min(longest_wait_s, self.timeouts.lock_s)
         with self._connect() as connection, connection.begin():
             connection.execute(_SET_LOCAL_LOCK_TIMEOUT, {"timeout": _milliseconds(waited_s)})
@@ -238,7 +243,11 @@ class ResultsDatabase:
                 if is_lock_timeout(error):
                     raise LockNotGranted(key, waited_s) from error
                 raise
-            yield
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
 
     def dispose(self) -> None:
         """Close every pooled connection."""
@@ -317,3 +326,13 @@ def open_results_database(
         database.dispose()
         raise
     return database
+
+
+_THREAD = threading.local()
+
+
+def _held_keys() -> set[str]:
+    """The advisory locks this thread holds (through ResultsDatabase.exclusive)."""
+    if not hasattr(_THREAD, "keys"):
+        _THREAD.keys = set()
+    return _THREAD.keys

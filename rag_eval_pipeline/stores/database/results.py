@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import PurePath, PurePosixPath
@@ -31,7 +30,6 @@ from rag_eval_pipeline.stores.protocols import SUBMITTED_OUTPUTS, validate_submi
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
 RECORD_COLUMN = "record"  # a submission's table: one JSON line per row
-_LOCAL = threading.local()  # the version locks this thread holds
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:
@@ -109,17 +107,9 @@ class DatabaseStore:
         ends however it ends, or when the holder's connection dies), reentrant in one thread. Waits at most
         VERSION_LOCK_TIMEOUT_S and never longer than the session's lock timeout; then TimeoutError."""
         key = f"rag_eval.version.{validate_name('tenant', tenant)}/{validate_name('dataset version', version)}"
-        held = _held_version_locks()
-        if key in held:
-            yield
-            return
         try:
             with self.db.exclusive(key, VERSION_LOCK_TIMEOUT_S):
-                held.add(key)
-                try:
-                    yield
-                finally:
-                    held.discard(key)
+                yield
         except LockNotGranted as error:
             if error.key != key:  # another lock, taken inside the block
                 raise
@@ -352,12 +342,6 @@ def _scores_written(connection, version: str, run_id: str, commit: str | None) -
         ).scalar_one()
         > 0
     )
-
-
-def _held_version_locks() -> set[str]:
-    if not hasattr(_LOCAL, "versions"):
-        _LOCAL.versions = set()
-    return _LOCAL.versions
 
 
 def _only_manifest(filename: str) -> None:
