@@ -14,21 +14,7 @@ import click
 from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.cli.options import results_store, settings
 
-QUESTION_FIELDS = ("qa_id", "question")
-
-
-def published_questions(store, tenant: str, version: str | None):
-    """(version, frame of qa_id and question) of the tenant's published golden set (default: its latest);
-    ValueError (one line) when there is none."""
-    from rag_eval_pipeline.core.names import validate_name
-    from rag_eval_pipeline.synthesis.versions import GoldenSetUnpublished, latest_version, read_manifest
-
-    tenant = validate_name("tenant", tenant)
-    version = validate_name("dataset version", version) if version else latest_version(store, tenant)
-    if version is None or read_manifest(store, tenant, version) is None:
-        which = f"{tenant}/{version}" if version else f"tenant {tenant!r}"
-        raise GoldenSetUnpublished(f"{which} has no published golden set")
-    return version, store.read(tenant, version, "golden_set")[list(QUESTION_FIELDS)]
+QUESTION_FIELDS = ("qa_id", "question")  # as synthesis.versions.published_questions gives them
 
 
 def questions_jsonl(items: list[dict]) -> str:
@@ -48,6 +34,8 @@ def questions(tenant: str, version: str | None, out: Path) -> int:
         answer = service().get(f"/v1/tenants/{tenant}/questions", params={"version": version} if version else None)
         version, items = answer["version"], answer["items"]
     else:
+        from rag_eval_pipeline.synthesis.versions import published_questions
+
         try:
             version, frame = published_questions(results_store(), tenant, version)
         except ValueError as error:

@@ -185,7 +185,7 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
     @app.get("/v1/tenants/{tenant}/questions", response_model=Questions, tags=["golden set"])
     def questions(who: Annotated[Caller, reader], version: str | None = version_query) -> Questions:
         """The published golden set's questions, for a CI job to answer (no ground truths: those need `review`)."""
-        from rag_eval_pipeline.cli.questions import published_questions
+        from rag_eval_pipeline.synthesis.versions import published_questions
 
         chosen, frame = _answered(lambda: published_questions(stores().results, who.tenant, version))
         items = [Question(qa_id=str(q), question=str(t)) for q, t in zip(frame["qa_id"], frame["question"])]

@@ -344,3 +344,14 @@ def latest_version(warehouse: ResultsStore, tenant: str, among: set[str] | None 
         if (manifest := _parse_manifest(content, warehouse.text_location(tenant, version, MANIFEST_FILE)))
     ]
     return max(manifests, key=lambda m: (m.published_at, m.dataset_version)).dataset_version if manifests else None
+
+
+def published_questions(store: ResultsStore, tenant: str, version: str | None) -> tuple[str, pd.DataFrame]:
+    """(version, frame of qa_id and question) of the tenant's published golden set (default: its latest);
+    ValueError (one line) when there is none."""
+    tenant = validate_name("tenant", tenant)
+    version = validate_name("dataset version", version) if version else latest_version(store, tenant)
+    if version is None or read_manifest(store, tenant, version) is None:
+        which = f"{tenant}/{version}" if version else f"tenant {tenant!r}"
+        raise GoldenSetUnpublished(f"{which} has no published golden set")
+    return version, store.read(tenant, version, "golden_set")[["qa_id", "question"]]
