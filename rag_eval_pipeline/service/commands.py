@@ -1,8 +1,9 @@
 """The service runs a tenant's `rag-eval` commands as the CLI would, in a child process of its own.
 
 Each command runs in a fresh child that never ran another; a few children are started ahead of their
-command (child.py), so a gate does not wait for Dagster's imports. The child gets `--tenant` from the verified token, the service's credentials (never the caller's), the
-caller's files in a private folder, and nothing of the service's token machinery: without
+command (child.py), so a gate does not wait for Dagster's imports. The child gets `--tenant` from the
+verified token, the service's credentials (never the caller's), the caller's files in a private
+folder, and nothing of the service's token machinery: without
 RAG_EVAL_SERVER it opens the stores itself, and without the signing key it cannot mint a token. What
 it prints and its exit status go back to the caller as they are, so a command through the service says
 exactly what the same command says on the operator's machine. A semaphore bounds how many run at once.
