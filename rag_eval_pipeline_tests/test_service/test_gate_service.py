@@ -78,16 +78,13 @@ def ci_env(service, tmp_path):
     return for_token
 
 
-def _declining_outputs(questions_file: Path, out: Path) -> Path:
-    """Answers to every golden question that decline and cite nothing: a regression on the reference."""
-    records = [json.loads(line) for line in questions_file.read_text().splitlines()]
-    out.write_text("".join(json.dumps({**r, "answer": "I don't know.", "contexts": []}) + "\n" for r in records))
-    return out
+def _declining(qa_ids) -> str:
+    """Answers to these golden questions that decline and cite nothing: a regression on the reference."""
+    return "".join(json.dumps({"qa_id": q, "answer": "I don't know.", "contexts": []}) + "\n" for q in qa_ids)
 
 
-def _declining(operator) -> str:
-    golden = pd.read_parquet(operator["warehouse"] / "acme" / "v1" / "golden_set.parquet")
-    return "".join(json.dumps({"qa_id": q, "answer": "I don't know.", "contexts": []}) + "\n" for q in golden["qa_id"])
+def _acme_qa_ids(operator) -> list[str]:
+    return pd.read_parquet(operator["warehouse"] / "acme" / "v1" / "golden_set.parquet")["qa_id"].tolist()
 
 
 def _verdict_line(stdout: str, commit: str) -> str:
@@ -106,17 +103,17 @@ def _report_table(stdout: str, warehouse: Path) -> pd.DataFrame:
 def test_a_ci_token_gates_its_own_tenant_exactly_as_the_cli_does(operator, service, ci_env, tmp_path):
     ci = ci_env(token_for(operator["key"], "acme"))
     asked = rag_eval(ci, "questions", "--tenant", "acme", "--out", str(tmp_path / "questions.jsonl"))
-    golden = pd.read_parquet(operator["warehouse"] / "acme" / "v1" / "golden_set.parquet")
     assert asked.returncode == 0, asked.stderr
     questions = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
-    assert sorted(q["qa_id"] for q in questions) == sorted(golden["qa_id"])
+    assert sorted(q["qa_id"] for q in questions) == sorted(_acme_qa_ids(operator))
     assert all(set(q) == {"qa_id", "question"} for q in questions)  # no ground truth for a CI token
     here = rag_eval(operator["env"], "questions", "--tenant", "acme", "--out", str(tmp_path / "here.jsonl"))
     assert here.returncode == 0 and (tmp_path / "here.jsonl").read_text() == (tmp_path / "questions.jsonl").read_text()
     unknown = rag_eval(ci, "questions", "--tenant", "acme", "--version", "v9", "--out", str(tmp_path / "v9.jsonl"))
     assert unknown.returncode == 2 and "acme/v9 has no published golden set" in unknown.stderr
 
-    outputs = _declining_outputs(tmp_path / "questions.jsonl", tmp_path / "outputs.jsonl")
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text(_declining(q["qa_id"] for q in questions))
     junit = tmp_path / "junit.xml"
     remote = rag_eval(ci, "gate", "--tenant", "acme", "--candidate", "served-1", "--outputs", str(outputs),
                       "--junit", str(junit))  # fmt: skip
@@ -185,7 +182,7 @@ def test_every_cross_tenant_attempt_and_bad_token_is_refused_and_changes_nothing
         f"{service['url']}/v1/tenants/acme/gates",
         params={"wait": 300},
         headers=headers,
-        json={"commit": "--tenant=globex", **lax, "outputs_jsonl": _declining(operator)},
+        json={"commit": "--tenant=globex", **lax, "outputs_jsonl": _declining(_acme_qa_ids(operator))},
         timeout=400,
     ).json()
     assert smuggled["state"] == "finished", smuggled
