@@ -113,3 +113,30 @@ def test_a_call_cache_of_an_earlier_layout_is_dropped_not_trusted(tmp_path):
     assert _tables(path) == {"judge_calls": ["namespace", "key", "value"]}
     cache.put("k2", '"é"', 1, 2)
     assert LLMCallCache(path).get("k2") == ('"é"', 1, 2)
+
+
+OPENER = """
+import sys, time
+from rag_eval_pipeline.stores.sqlite_cache import SqliteCache
+start = float(sys.argv[2])
+for round in range(int(sys.argv[3])):
+    while time.time() < start + 0.05 * round:  # both open each round's file at the same instant
+        pass
+    SqliteCache(f"{sys.argv[1]}-{round}.sqlite", "blobs", "tenant:x").put_many({"k": b"v"})
+"""
+
+
+def test_processes_creating_one_fresh_file_at_once_never_fail_on_the_lock(tmp_path):
+    """Two commands starting together on an empty warehouse: the first one's switch to WAL locks the file
+    for a moment, and the other's switch must wait for it rather than fail with 'database is locked'."""
+    import time
+
+    start = str(time.time() + 3)  # both spin until the same instant, imports done
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(tmp_path / "fresh"), start, "150"], stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    errors = [opener.communicate(timeout=300)[1] for opener in openers]
+    assert [opener.returncode for opener in openers] == [0, 0], errors

@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, prune, questions, review, runs, service
+from rag_eval_pipeline.cli.calibrate import calibrate
 from rag_eval_pipeline.cli.signals import stay_stoppable
 
 
@@ -30,6 +31,7 @@ for command in (
     lineage.demo,
     files.evaluate,
     files.synthesize,
+    calibrate,
     lineage.gate,
     questions.questions,
     review.diff,

@@ -9,6 +9,10 @@ Only a published version can be reviewed, and the reviewed golden set is publish
 passes the expectations suite the synthesis job runs. The manifest, written last, is what makes the
 new version: an import stopped before it leaves no version, and the next import to that name
 replaces what it left. Imports to one new version take turns (a lock), so only one publishes.
+
+`review export --audit RUN_ID` writes instead a sheet of the items one audit judged, for a person to
+label (evaluation/audit_review.py); `review import` tells that sheet by its columns and stores its labels
+as the tenant's (evaluation/labels.py), for `rag-eval calibrate`; it makes no version.
 """
 
 from __future__ import annotations
@@ -118,22 +122,25 @@ def _write_diff(changes, path: Path, title: str) -> None:
 # ---- review export | import ------------------------------------------------------------------
 
 
-@click.group(help="export a golden set for human review, or import the decisions", no_args_is_help=False)
+@click.group(help="human review: of a golden set (a new version) or of an audit (labels)", no_args_is_help=False)
 def review() -> None:
     pass
 
 
-@review.command(name="export", help="write a review sheet (.csv or .jsonl) for a golden set")
+@review.command(name="export", help="write a review sheet (.csv or .jsonl) of a golden set, or of an audit to label")
 @click.option("--tenant", required=True)
-@click.option("--version", required=True, help="the dataset version to review")
+@click.option("--version", required=True, help="the dataset version to review, or that the audit ran on")
+@click.option("--audit", "run_id", help="an audit's run id: a sheet of the items it judged, to label")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".csv or .jsonl")
-def export(tenant: str, version: str, out: Path) -> int:
+def export(tenant: str, version: str, run_id: str | None, out: Path) -> int:
     if settings().service.remote:
         from rag_eval_pipeline.cli.remote import finish, service
 
         sheet = f"sheet{out.suffix.lower()}"
-        params = {"format": out.suffix.lower().lstrip("."), "name": str(out)}
+        params = {"format": out.suffix.lower().lstrip("."), "name": str(out), **({"audit": run_id} if run_id else {})}
         return finish(service().get(f"/v1/tenants/{tenant}/reviews/{version}", params=params), {sheet: out})
+    if run_id is not None:
+        return _export_audit(tenant, version, run_id, out)
     from rag_eval_pipeline.synthesis.review import review_sheet, write_sheet
     from rag_eval_pipeline.synthesis.versions import read_manifest
 
@@ -154,14 +161,40 @@ def export(tenant: str, version: str, out: Path) -> int:
     return 0
 
 
-@review.command(name="import", help="apply a filled-in review sheet as a new dataset version")
+def _export_audit(tenant: str, version: str, run_id: str, out: Path) -> int:
+    """A sheet of the items one audit judged, with empty columns for a person's labels."""
+    from rag_eval_pipeline.core.names import validate_name
+    from rag_eval_pipeline.evaluation.audit_review import audit_sheet
+    from rag_eval_pipeline.synthesis.review import write_sheet
+
+    tenant, version = validate_name("tenant", tenant), validate_name("dataset version", version)
+    sheet = audit_sheet(_warehouse(), tenant, version, run_id)
+    path = write_sheet(sheet.frame, out)
+    click.echo(
+        f"{len(sheet.frame)} items of audit {run_id} ({tenant}/{version}, commit {sheet.commit}) written to {path}"
+    )
+    if sheet.left_out:
+        click.echo(f"note: {sheet.left_out} items the candidate failed on are left out: the judge scored nothing there")
+    click.echo(
+        "label what you read: faithful (1/0: every statement of the answer supported by the contexts?), correct "
+        "(1/0: agrees with the ground truth?), relevant (1/0: addresses the question?), relevant_contexts (the "
+        "numbers of the relevant contexts, e.g. 1,3, or none), labeler_note; blank cells say nothing; then run "
+        f"`rag-eval review import --tenant {tenant} --file {path}`"
+    )
+    return 0
+
+
+@review.command(
+    name="import",
+    help="apply a filled-in review sheet as a new dataset version, or store a filled-in audit sheet's labels",
+)
 @click.option("--tenant", required=True)
-@click.option("--version", required=True, help="the reviewed dataset version")
+@click.option("--version", help="the reviewed dataset version (a golden-set review sheet only)")
 @click.option(
     "--file", "sheet_path", required=True, type=click.Path(path_type=Path), help="the filled-in sheet, .csv or .jsonl"
 )
-@click.option("--new-version", required=True, help="the dataset version the review makes")
-def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> int:
+@click.option("--new-version", help="the dataset version the review makes (a golden-set review sheet only)")
+def import_(tenant: str, version: str | None, sheet_path: Path, new_version: str | None) -> int:
     if settings().service.remote:
         from rag_eval_pipeline.cli.remote import finish, service
 
@@ -169,22 +202,74 @@ def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> in
             sheet = sheet_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise BadInput(f"cannot read --file {sheet_path}: {error}") from None
-        body = {"version": version, "new_version": new_version, "sheet": sheet, "sheet_name": str(sheet_path)}
+        versions = {"version": version, "new_version": new_version}
+        body = {**{k: v for k, v in versions.items() if v is not None}, "sheet": sheet, "sheet_name": str(sheet_path)}
         return finish(service().post(f"/v1/tenants/{tenant}/reviews", body))
+    from rag_eval_pipeline.core.names import validate_name
+    from rag_eval_pipeline.evaluation.audit_review import is_audit_sheet
+
+    tenant = validate_name("tenant", tenant)
+    version = None if version is None else validate_name("dataset version", version)
+    new_version = None if new_version is None else validate_name("dataset version", new_version)
+    if version is not None and new_version == version:
+        raise BadInput("--new-version must differ from --version: a published golden set never changes")
+    sheet = _read_review_sheet(sheet_path)
+    if is_audit_sheet(sheet.columns):
+        if version is not None or new_version is not None:
+            raise BadInput(
+                f"{sheet_path} is an audit sheet: its labels make no dataset version; leave out --version and "
+                "--new-version"
+            )
+        return _import_labels(tenant, sheet, sheet_path)
+    if version is None or new_version is None:
+        raise BadInput(
+            f"{sheet_path} is a golden-set review sheet: its import needs --version (the reviewed version) and "
+            "--new-version (the version it makes)"
+        )
+    return _import_review(tenant, version, new_version, sheet, sheet_path)
+
+
+def _read_review_sheet(path: Path):
+    """The sheet, every cell as text; one line naming the file when it cannot be read as a sheet."""
+    import pandas as pd
+
+    from rag_eval_pipeline.synthesis.review import read_sheet
+
+    try:
+        return read_sheet(path)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise BadInput(f"cannot read --file {path} as a review sheet: {error}") from None
+
+
+def _import_labels(tenant: str, sheet, sheet_path: Path) -> int:
+    """Store an audit sheet's labels as the tenant's, every row checked before any is stored."""
+    from rag_eval_pipeline.evaluation.audit_review import read_audit_labels
+    from rag_eval_pipeline.evaluation.labels import store_labels
+
+    store = _warehouse()
+    labels = read_audit_labels(store, tenant, sheet)
+    skipped = f"{labels.skipped} rows without a label skipped"
+    if not labels.rows:
+        click.echo(f"no row of {sheet_path} has a label ({skipped}): nothing stored")
+        return 0
+    stored = store_labels(store, tenant, labels.rows)
+    per_metric = ", ".join(f"{metric} {n}" for metric, n in labels.labelled.items())
+    click.echo(f"{labels.items} items of {tenant} labelled from {sheet_path} ({per_metric}); {skipped}")
+    click.echo(f"{tenant} has {len(stored)} labels of {stored['label_key'].nunique()} items")
+    click.echo(f"next: rag-eval calibrate --tenant {tenant}")
+    return 0
+
+
+def _import_review(tenant: str, version: str, new_version: str, sheet, sheet_path: Path) -> int:
+    """Apply a golden-set review sheet as a new published version (the module docstring says how)."""
     from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.core.judging.judge import OfflineJudge
-    from rag_eval_pipeline.core.names import validate_name
     from rag_eval_pipeline.instance import local_instance
     from rag_eval_pipeline.partitions import register_partition
     from rag_eval_pipeline.synthesis.records import record_imported_version
-    from rag_eval_pipeline.synthesis.review import apply_review, judge_verifier, read_sheet
+    from rag_eval_pipeline.synthesis.review import apply_review, judge_verifier
     from rag_eval_pipeline.synthesis.versions import publish
 
-    tenant = validate_name("tenant", tenant)
-    version = validate_name("dataset version", version)
-    new_version = validate_name("dataset version", new_version)
-    if new_version == version:
-        raise BadInput("--new-version must differ from --version: a published golden set never changes")
     warehouse = _local_warehouse()
     _refuse_taken(warehouse, tenant, new_version)
 
@@ -192,7 +277,7 @@ def import_(tenant: str, version: str, sheet_path: Path, new_version: str) -> in
     golden = warehouse.read(tenant, version, "golden_set")
     _require_reviewable(warehouse, tenant, version, golden)
     verify = judge_verifier(OfflineJudge(Embedder()))  # the support check needs no embeddings
-    result = apply_review(golden, read_sheet(sheet_path), verify)
+    result = apply_review(golden, sheet, verify)
     dropped_types = _check_expectations(warehouse, tenant, version, golden, result)
 
     with _import_lock(warehouse, tenant, new_version):

@@ -1,7 +1,7 @@
 """The regression report: the candidate against the tenant's baseline, with a verdict, and where and why."""
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MetadataValue, Output
@@ -22,6 +22,7 @@ from rag_eval_pipeline.reporting.compare import (
     scoring_identity,
 )
 from rag_eval_pipeline.reporting.report import Audit, Outcome, build_report, judges_of
+from rag_eval_pipeline.reporting.trust import PPI, judge_trust, require_labels
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
 from rag_eval_pipeline.stores.layout import STORED_BY_ASSET, audited_commit
 from rag_eval_pipeline.stores.protocols import BaselineChanged, BaselineStore, Promotion
@@ -62,6 +63,11 @@ class ReportConfig(Config):
         default=False,
         description="The first audit of a version becomes its baseline whatever the branch "
         "(`rag-eval run` and `demo`: the operator's own runs).",
+    )
+    decide_on: Literal["judge", "ppi"] = Field(
+        default="judge",
+        description="Decide judged metrics on the judge's own deltas, or on their prediction-powered intervals "
+        "(corrected by the tenant's labels scored by this judge; refused without them).",
     )
     rescore_baseline: bool = Field(
         default=True,
@@ -108,6 +114,9 @@ def regression_report(
     store = warehouse.store()
     baselines = warehouse.baselines()
     scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
+    trust = judge_trust(store, tenant, metric_scores)
+    if config.decide_on == PPI:  # refused before anything is compared or stored
+        require_labels(trust, sorted(set(metric_scores["metric"].astype(str))), tenant)
     audit = Audit(
         tenant,
         version,
@@ -122,7 +131,9 @@ def regression_report(
         # all, the candidate promoted: no promotion is lost or doubled, and none outlives a report that
         # failed to be written.
         current = baselines.current(tenant, version)
-        outcome = _judge_against_baseline(context, config, baselines, tenant, version, current, scored, judge, embedder)
+        outcome = _judge_against_baseline(
+            context, config, baselines, tenant, version, current, scored, judge, embedder, trust
+        )
         report = build_report(audit, outcome)
         with baselines.locked(tenant):
             if baselines.current(tenant, version) != current:
@@ -175,6 +186,7 @@ def _judge_against_baseline(
     run: ScoredRun,
     judge,
     embedder,
+    trust,
 ) -> Outcome:
     """The candidate against the baseline (re-scored when it was scored differently), and whether it is promoted."""
     baseline_commit, baseline_source = _baseline_commit(current, config.baseline_commit)
@@ -195,7 +207,15 @@ def _judge_against_baseline(
         assert baseline_outputs is not None  # read with the baseline's scores
         baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
-    comparison = compare(run.scores, baseline, config.tolerances(), config.min_coverage)
+    comparison = compare(
+        run.scores,
+        baseline,
+        config.tolerances(),
+        config.min_coverage,
+        trust=trust,
+        decide_on=config.decide_on,
+        commits=(run.commit, baseline_commit),
+    )
     analysis = analyse(comparison, run.scores, baseline, run.golden, run.outputs, baseline_outputs)
     promotion = promotion_reason(
         comparison.verdict, comparison.measured_enough, baseline is not None, config.promotion_policy()

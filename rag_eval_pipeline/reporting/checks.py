@@ -21,6 +21,7 @@ def regression_gate(regression_report: pd.DataFrame) -> AssetCheckResult:
     verdict = str(regression_report["verdict_overall"].iloc[0]) if len(regression_report) else NOTHING_SCORED
     failing = regression_report.loc[regression_report["verdict"] == "regressed", "metric"].tolist()
     unmeasured = regression_report.loc[regression_report["verdict"] == "unmeasured", "metric"].tolist()
+    undecided = regression_report.loc[regression_report["verdict"] == "undecided", "metric"].tolist()
     return AssetCheckResult(
         passed=decision(verdict) == PASSES,
         severity=AssetCheckSeverity.ERROR,
@@ -28,6 +29,7 @@ def regression_gate(regression_report: pd.DataFrame) -> AssetCheckResult:
             "verdict": verdict,
             "failing_metrics": ", ".join(failing) or "none",
             "unmeasured_metrics": ", ".join(unmeasured) or "none",
+            "undecided_metrics": ", ".join(undecided) or "none",
         },
     )
 

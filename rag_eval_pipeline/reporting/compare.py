@@ -29,6 +29,8 @@ import pandas as pd
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE, DEFAULT_TOLERANCE
 from rag_eval_pipeline.core.judging.results import CANDIDATE, JUDGE, NOT_APPLICABLE, OK, unmeasured_cause
+from rag_eval_pipeline.reporting import trust as judge_trust
+from rag_eval_pipeline.reporting.trust import PPI_COLUMNS, JudgeTrust
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240605  # fixed: the same scores always give the same interval
@@ -40,6 +42,9 @@ BLOCK = "block"
 NO_BASELINE = "no baseline"  # what the comparison says; the report says whether the candidate became the baseline
 UNMEASURED = "unmeasured (the gate cannot decide: a metric was measured on too few items)"
 NOTHING_SCORED = "unmeasured (no item was scored: the golden set or the candidate's outputs are empty)"
+UNDECIDED_BY_PPI = (
+    "undecided (a prediction-powered interval straddles a tolerance: more labels or items are needed to decide)"
+)
 # The report's verdict when there was no baseline: the candidate became it, or it did not (report.py).
 BASELINE_PROPOSED = "pass (no baseline yet: this candidate is recorded as the baseline)"
 NO_BASELINE_SET = (
@@ -59,12 +64,13 @@ def decision(verdict: str) -> str:
 
 
 # A metric's verdict, per row of the comparison.
-OK_ROW, REGRESSED_ROW, UNMEASURED_ROW, NOT_APPLICABLE_ROW, NO_BASELINE_ROW = (
+OK_ROW, REGRESSED_ROW, UNMEASURED_ROW, NOT_APPLICABLE_ROW, NO_BASELINE_ROW, UNDECIDED_ROW = (
     "ok",
     "regressed",
     "unmeasured",
     "not applicable",
     "no baseline",
+    "undecided",
 )
 
 Tolerance = float | dict[str, float]
@@ -77,6 +83,7 @@ class Comparison:
     failing_metrics: list[str]
     tolerance: float  # the default; per-metric values are in table["tolerance"]
     min_coverage: float = DEFAULT_MIN_COVERAGE
+    decided_on: str = judge_trust.JUDGE  # the judge's own deltas, or their PPI intervals
 
     @property
     def unmeasured_metrics(self) -> list[str]:
@@ -99,18 +106,45 @@ def compare(
     baseline: pd.DataFrame | None,
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     min_coverage: float = DEFAULT_MIN_COVERAGE,
+    trust: JudgeTrust | None = None,
+    decide_on: str = judge_trust.JUDGE,
+    commits: tuple[str, str] = ("", ""),
 ) -> Comparison:
     """tolerance: one value for every metric, or {metric: value} overrides (key "default" sets the rest).
-    min_coverage: the least share of a metric's applicable items that must be measured, on each side."""
+    min_coverage: the least share of a metric's applicable items that must be measured, on each side.
+    trust: the judge's calibration and labels on the tenant (reporting/trust.py), shown per metric;
+    decide_on "ppi" decides judged metrics on their PPI intervals. commits: (candidate, baseline)."""
+    if decide_on not in judge_trust.DECIDE_ON:
+        raise ValueError(f"decide_on must be one of {judge_trust.DECIDE_ON}, got {decide_on!r}")
     default, overrides = _split_tolerance(tolerance)
-    rows = [
-        _metric_row(str(metric), group, baseline, overrides.get(str(metric), default), min_coverage)
-        for metric, group in candidate.groupby("metric", sort=False)
-    ]
+    trust = trust or JudgeTrust()
+    rows = []
+    for metric, group in candidate.groupby("metric", sort=False):
+        row = _metric_row(str(metric), group, baseline, overrides.get(str(metric), default), min_coverage)
+        rows.append(_with_trust(row, group, baseline, trust, decide_on, commits))
     # Nullable floats: a metric nobody could measure has <NA> and a note, never NaN.
     table = pd.DataFrame(rows, columns=_COLUMNS).astype({column: "Float64" for column in _NULLABLE_COLUMNS})
     failing = table.loc[table["verdict"] == REGRESSED_ROW, "metric"].tolist()
-    return Comparison(table, _overall(table, baseline is not None), failing, default, min_coverage)
+    return Comparison(table, _overall(table, baseline is not None), failing, default, min_coverage, decide_on)
+
+
+_BY_DELTA = "_decided_by_the_delta"  # a row's own key, not a column: only such a verdict may be re-decided
+
+
+def _with_trust(row: dict, scores, baseline, trust: JudgeTrust, decide_on: str, commits) -> dict:
+    """The row with the judge's calibration and PPI intervals; decided on the PPI delta when asked (a
+    verdict that coverage or the candidate's missing answers decided stays)."""
+    base_scores = None if baseline is None else baseline[baseline["metric"] == row["metric"]]
+    paired = None if base_scores is None else _pairs(scores, base_scores)
+    row.update(judge_trust.trust_columns(row["metric"], _measured(scores), paired, trust, commits))
+    row["decided_on"] = judge_trust.JUDGE
+    by_delta = row.pop(_BY_DELTA, False)
+    if decide_on == judge_trust.PPI and by_delta:
+        decided = judge_trust.decide_by_ppi(row, row["tolerance"])
+        if decided is not None:
+            row["verdict"], row["note"] = decided
+            row["decided_on"] = judge_trust.PPI
+    return row
 
 
 def _overall(table: pd.DataFrame, has_baseline: bool) -> str:
@@ -123,6 +157,8 @@ def _overall(table: pd.DataFrame, has_baseline: bool) -> str:
         return NOTHING_SCORED
     if UNMEASURED_ROW in verdicts:
         return UNMEASURED
+    if UNDECIDED_ROW in verdicts:
+        return UNDECIDED_BY_PPI
     return PASS if has_baseline else NO_BASELINE
 
 
@@ -171,6 +207,7 @@ _NULLABLE_COLUMNS = (
     "delta_ci_low",
     "delta_ci_high",
     "baseline_coverage",
+    *PPI_COLUMNS,
 )
 _COLUMNS = [
     "metric",
@@ -189,6 +226,10 @@ _COLUMNS = [
     "tolerance",
     "verdict",
     "note",
+    "judge_calibration",
+    *PPI_COLUMNS,
+    "ppi_note",
+    "decided_on",
 ]
 
 
@@ -277,7 +318,13 @@ def _metric_row(
         row["delta"] = round(candidate_mean - baseline_mean, 4)
         row["delta_ci_low"], row["delta_ci_high"] = bootstrap_interval(paired["score"] - paired["score_baseline"])
     row["verdict"], row["note"] = _verdict_against(ours, theirs, row["delta"], tolerance, min_coverage)
+    row[_BY_DELTA] = row["verdict"] in (OK_ROW, REGRESSED_ROW) and not _answered_drop(ours, theirs, tolerance)
     return row
+
+
+def _answered_drop(ours: Coverage, theirs: Coverage, tolerance: float) -> bool:
+    """The candidate gave nothing to measure on more items than the baseline did, by more than the tolerance."""
+    return round(theirs.answered_share - ours.answered_share, 4) > tolerance  # 1.0 - 0.95 is not > 0.05
 
 
 def _verdict_alone(ours: Coverage, min_coverage: float) -> tuple[str, str]:
@@ -299,8 +346,7 @@ def _verdict_against(
         return NOT_APPLICABLE_ROW, f"applies to none of the candidate's items: {ours.why(NOT_APPLICABLE)}"
     if not theirs.applicable:  # nothing to compare with, so nothing can have regressed: it does not gate
         return NO_BASELINE_ROW, f"applies to none of the baseline's items: {theirs.why(NOT_APPLICABLE)}"
-    answered_drop = round(theirs.answered_share - ours.answered_share, 4)  # 1.0 - 0.95 is not > 0.05
-    if answered_drop > tolerance:
+    if _answered_drop(ours, theirs, tolerance):
         return REGRESSED_ROW, (
             f"the candidate gave nothing to measure on {ours.candidate_short} of {ours.applicable} "
             f"items (the baseline on {theirs.candidate_short}): {ours.why(CANDIDATE)}"

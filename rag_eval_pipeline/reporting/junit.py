@@ -12,7 +12,7 @@ from rag_eval_pipeline.core.files import atomic_write_text
 
 def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
     """One test case per metric: a regressed metric is a failure with its means and delta; a metric measured on
-    too few items is an error (the gate could not test it); without a baseline, or where a metric applies to
+    too few items, or whose PPI interval straddles the tolerance, is an error (the gate could not test it); without a baseline, or where a metric applies to
     no item, the case is skipped."""
     verdicts = report["verdict"]
     suite = ET.Element(
@@ -20,7 +20,7 @@ def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
         name=suite_name,
         tests=str(len(report)),
         failures=str(int((verdicts == "regressed").sum())),
-        errors=str(int((verdicts == "unmeasured").sum())),
+        errors=str(int(verdicts.isin(["unmeasured", "undecided"]).sum())),
     )
     for row in report.to_dict("records"):
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=str(row["metric"]))
@@ -29,6 +29,10 @@ def junit_xml(report: pd.DataFrame, suite_name: str) -> str:
             ET.SubElement(case, "failure", message=_failure_message(row)).text = note
         elif row["verdict"] == "unmeasured":
             ET.SubElement(case, "error", message=f"{row['metric']}: measured on too few items to decide").text = note
+        elif row["verdict"] == "undecided":
+            ET.SubElement(
+                case, "error", message=f"{row['metric']}: its PPI interval straddles the tolerance"
+            ).text = note
         elif str(row["verdict"]).startswith("no baseline"):
             ET.SubElement(case, "skipped", message=_no_baseline_message(row))
         elif row["verdict"] == "not applicable":

@@ -30,6 +30,7 @@ from rag_eval_pipeline.settings import Settings
 AUDIT_LOGGER = "rag_eval_pipeline.service.audit"
 MAX_WAIT_S = 300.0  # the longest one request holds a connection waiting for a verdict; the caller polls again
 NAME = r"^[a-z0-9_-]{1,63}$"  # a tenant or version name, as core.names accepts it
+RUN_ID = r"^[A-Za-z0-9_-]{1,64}$"  # a run id, as core.names accepts it
 TENANT_PATH = re.compile(r"^/v1/tenants/([^/]*)(?:/|$)")
 MAX_BODY_BYTES = 80 * 2**20  # a gate's answers may hold 64 MiB (as an outputs file may), JSON-escaped
 
@@ -77,6 +78,9 @@ class GateRequest(_Request):
     junit: bool = Field(default=False, description="also return the verdict per metric as JUnit XML")
     junit_name: str = Field(default="junit.xml", description="where the caller writes it, for messages")
     rescore_baseline: bool = True
+    decide_on: Literal["judge", "ppi"] = Field(
+        default="judge", description="the judge's own deltas, or prediction-powered intervals (needs labels)"
+    )
 
 
 class PromotionRequest(_Request):
@@ -86,9 +90,9 @@ class PromotionRequest(_Request):
 
 
 class ReviewImportRequest(_Request):
-    version: str
-    new_version: str
-    sheet: str = Field(description="the filled-in review sheet's text")
+    version: str | None = Field(default=None, description="the reviewed version (a golden-set review sheet only)")
+    new_version: str | None = Field(default=None, description="the version it makes (a golden-set review sheet only)")
+    sheet: str = Field(description="the filled-in review sheet's text, or an audit sheet's (its labels are stored)")
     sheet_name: str = Field(default="review.jsonl", description="its file name: .jsonl or .csv")
 
 
@@ -282,25 +286,23 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
         version: Annotated[str, Path(pattern=NAME)],
         format: Literal["jsonl", "csv"] = "jsonl",
         name: str = "",
+        audit: Annotated[str | None, Query(pattern=RUN_ID)] = None,
     ) -> CommandOutcome:
-        """A review sheet of a golden set, ground truths included (`rag-eval review export`)."""
+        """A review sheet of a golden set, ground truths included; with `audit` (a run id), a sheet of that audit's
+        judged items to label (`rag-eval review export`)."""
         sheet = f"sheet.{format}"
-        args: list[str | File] = [
-            "review",
-            "export",
-            f"--tenant={who.tenant}",
-            f"--version={version}",
-            "--out",
-            File(sheet),
-        ]
+        args: list[str | File] = ["review", "export", f"--tenant={who.tenant}", f"--version={version}"]
+        args += [*([f"--audit={audit}"] if audit else []), "--out", File(sheet)]
         return _finished(await _ran(runner().run(args, {}, (sheet,), {sheet: name or sheet})))
 
     @app.post("/v1/tenants/{tenant}/reviews", response_model=CommandOutcome, tags=["review"])
     async def review_import(who: Annotated[Caller, reviewer], body: ReviewImportRequest) -> CommandOutcome:
-        """Apply a filled-in review sheet as a new dataset version (`rag-eval review import`)."""
+        """Apply a filled-in review sheet as a new dataset version, or store an audit sheet's labels
+        (`rag-eval review import`: it tells the sheets apart)."""
         sheet = "sheet.csv" if body.sheet_name.lower().endswith(".csv") else "sheet.jsonl"
-        args: list[str | File] = ["review", "import", f"--tenant={who.tenant}", f"--version={body.version}"]
-        args += ["--file", File(sheet), f"--new-version={body.new_version}"]
+        args: list[str | File] = ["review", "import", f"--tenant={who.tenant}", "--file", File(sheet)]
+        args += [f"--version={body.version}"] if body.version is not None else []
+        args += [f"--new-version={body.new_version}"] if body.new_version is not None else []
         return _finished(await _ran(runner().run(args, {sheet: body.sheet}, (), {sheet: body.sheet_name})))
 
     @app.exception_handler(HTTPException)
@@ -367,7 +369,7 @@ def _gate_options(body: GateRequest, main_branch: str) -> list[str | File]:
     """The gate's options; a caller's value always joined to its option (`--x=value`), so a value that
     looks like an option (`--tenant=...`) stays a value."""
     options: list[str | File] = [f"--tolerance={body.tolerance}", f"--min-coverage={body.min_coverage}"]
-    options += [f"--branch={body.branch}", f"--main-branch={main_branch}"]
+    options += [f"--branch={body.branch}", f"--main-branch={main_branch}", f"--decide-on={body.decide_on}"]
     options += [f"--version={body.version}"] if body.version else []
     options += [f"--baseline={body.baseline}"] if body.baseline else []
     options += ["--junit", File("junit.xml")] if body.junit else []

@@ -33,6 +33,8 @@ from rag_eval_pipeline.stores.layout import (
 from rag_eval_pipeline.stores.protocols import validate_submission_id
 
 SUBMISSIONS_FOLDER = "submissions"
+# A tenant's tables of no dataset version; the dot keeps it apart from every version (names have none).
+TENANT_TABLES_FOLDER = ".tenant-tables"
 
 
 class Warehouse:
@@ -110,20 +112,25 @@ class Warehouse:
     def version_lock(self, tenant: str, version: str) -> Iterator[None]:
         """Hold the version's lock: reentrant in one thread, exclusive across threads and processes (flock,
         released by the kernel when a holder dies)."""
-        path = self.partition_dir(tenant, version) / VERSION_LOCK_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(path), timeout=VERSION_LOCK_TIMEOUT_S, is_singleton=True)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise TimeoutError(
-                f"{tenant}/{version} stayed locked by another run for "
-                f"{VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished"
-            ) from None
-        try:
+        with _file_lock(self.partition_dir(tenant, version) / VERSION_LOCK_FILE, f"{tenant}/{version}"):
             yield
-        finally:
-            lock.release()
+
+    # --- a tenant's own tables ---
+
+    def tenant_table_path(self, tenant: str, name: str) -> Path:
+        return self.tenant_dir(tenant) / TENANT_TABLES_FOLDER / f"{validate_name('table', name)}.parquet"
+
+    def write_tenant_table(self, tenant: str, name: str, frame: pd.DataFrame) -> Path:
+        return atomic_write_parquet(self.tenant_table_path(tenant, name), frame)
+
+    def read_tenant_table(self, tenant: str, name: str) -> pd.DataFrame | None:
+        path = self.tenant_table_path(tenant, name)
+        return pd.read_parquet(path) if path.is_file() else None
+
+    @contextmanager
+    def tenant_table_lock(self, tenant: str, name: str) -> Iterator[None]:
+        with _file_lock(self.tenant_table_path(tenant, name).with_suffix(".lock"), f"{tenant}'s {name}"):
+            yield
 
     # --- an audit's tables: one folder per commit and run ---
 
@@ -180,3 +187,19 @@ class Warehouse:
         name = f"{validate_submission_id(submission_id)}.jsonl"
         found = sorted(self.submissions_dir(tenant, version).glob(f"{COMMIT_PREFIX}*/{name}"))
         return found[0].read_text(encoding="utf-8") if found else None
+
+
+@contextmanager
+def _file_lock(path: Path, what: str) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=VERSION_LOCK_TIMEOUT_S, is_singleton=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise TimeoutError(
+            f"{what} stayed locked by another run for {VERSION_LOCK_TIMEOUT_S:.0f} s ({path}): re-run when it has finished"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -106,6 +106,19 @@ class ResultsStore(TableStore, Protocol):
 
     def read_submission(self, tenant: str, version: str, submission_id: str) -> str | None: ...
 
+    # A tenant's own tables, of no dataset version: its human labels and its judges' calibrations.
+    def write_tenant_table(self, tenant: str, name: str, frame: pd.DataFrame) -> object:
+        """Replace the table whole (readers see the old rows or the new ones)."""
+        ...
+
+    def read_tenant_table(self, tenant: str, name: str) -> pd.DataFrame | None:
+        """The table, or None when the tenant has none by that name."""
+        ...
+
+    def tenant_table_lock(self, tenant: str, name: str) -> AbstractContextManager[None]:
+        """Held around a read-modify-write of the table, so two writers never lose each other's rows."""
+        ...
+
 
 class BaselineStore(Protocol):
     """A tenant's audited candidates and its history of promotions."""

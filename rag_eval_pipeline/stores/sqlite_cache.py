@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,9 +55,22 @@ class SqliteCache:
         self._lock = threading.Lock()
         if self.path:
             with self._lock:
-                self._db.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
+                self._use_wal()
                 self._db.execute("PRAGMA synchronous=NORMAL")  # safe with WAL; a cache may lose its last write
         self._create_table()
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL (persistent: once per file). The switch may answer 'database is locked' at
+        once, without the busy timeout, while another process creates the same file: wait for it then."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def get(self, key: str) -> bytes | None:
         with self._lock:

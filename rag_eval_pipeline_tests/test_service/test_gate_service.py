@@ -127,6 +127,10 @@ def test_a_ci_token_gates_its_own_tenant_exactly_as_the_cli_does(operator, servi
     )
     assert f"JUnit XML: {junit}" in remote.stdout and "<failure" in junit.read_text()
 
+    ppi = rag_eval(ci, "gate", "--tenant", "acme", "--candidate", "served-2", "--outputs", str(outputs),
+                   "--decide-on", "ppi")  # fmt: skip
+    assert ppi.returncode == 2 and "needs human labels of tenant acme" in ppi.stderr  # acme labelled nothing
+
 
 def _snapshot(folder: Path) -> dict[str, str]:
     return {

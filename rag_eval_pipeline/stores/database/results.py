@@ -30,6 +30,7 @@ from rag_eval_pipeline.stores.protocols import SUBMITTED_OUTPUTS, validate_submi
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
 RECORD_COLUMN = "record"  # a submission's table: one JSON line per row
+TENANT_TABLES_VERSION = ""  # the dataset_version of a tenant's own tables: no version name is empty
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:
@@ -207,19 +208,41 @@ class DatabaseStore:
         frame = self._read_table(tenant, version, SUBMITTED_OUTPUTS, None, validate_submission_id(submission_id))
         return None if frame is None else "\n".join(frame[RECORD_COLUMN])
 
+    # --- a tenant's own tables (labels, calibrations): result_tables rows of no dataset version ---
+
+    def write_tenant_table(self, tenant: str, name: str, frame: pd.DataFrame) -> str:
+        self._replace_row(tenant, TENANT_TABLES_VERSION, validate_name("table", name), "", "", frame)
+        return f"{self.root}: {tenant}'s {name}"
+
+    def read_tenant_table(self, tenant: str, name: str) -> pd.DataFrame | None:
+        return self._read_row(tenant, TENANT_TABLES_VERSION, validate_name("table", name), "", "")
+
+    @contextmanager
+    def tenant_table_lock(self, tenant: str, name: str) -> Iterator[None]:
+        key = f"rag_eval.tenant_table.{validate_name('tenant', tenant)}/{validate_name('table', name)}"
+        try:
+            with self.db.exclusive(key, VERSION_LOCK_TIMEOUT_S):
+                yield
+        except LockNotGranted as error:
+            if error.key != key:
+                raise
+            raise TimeoutError(
+                f"{tenant}'s {name} stayed locked by another run for {error.waited_s:g} s "
+                f"({LOCK_TIMEOUT_VARIABLE}): re-run when it has finished"
+            ) from error
+
     # --- internals ---
 
     def _replace_table(
         self, tenant: str, version: str, name: str, commit: str, run_id: str, frame: pd.DataFrame
     ) -> None:
+        commit = validate_commit(commit) if commit else ""
+        run_id = validate_run_id(run_id) if run_id else ""
+        self._replace_row(tenant, validate_name("dataset version", version), name, commit, run_id, frame)
+
+    def _replace_row(self, tenant: str, version: str, name: str, commit: str, run_id: str, frame: pd.DataFrame) -> None:
         table = schema.result_tables
-        key = {
-            "tenant_id": tenant,
-            "dataset_version": validate_name("dataset version", version),
-            "table_name": name,
-            "commit": validate_commit(commit) if commit else "",
-            "run_id": validate_run_id(run_id) if run_id else "",
-        }
+        key = {"tenant_id": tenant, "dataset_version": version, "table_name": name, "commit": commit, "run_id": run_id}
         values = {"row_count": len(frame), "parquet": _parquet(frame)}
         with self.db.tenant(tenant) as connection:
             connection.execute(
@@ -230,12 +253,15 @@ class DatabaseStore:
 
     def _read_table(self, tenant: str, version: str, name: str, commit: str | None, run_id: str) -> pd.DataFrame | None:
         """A stored table; commit None: the run's audit table whatever its commit ('' is a partition's own)."""
+        return self._read_row(tenant, validate_name("dataset version", version), name, commit, run_id)
+
+    def _read_row(self, tenant: str, version: str, name: str, commit: str | None, run_id: str) -> pd.DataFrame | None:
         table = schema.result_tables
         of_commit = table.c.commit != "" if commit is None else table.c.commit == commit
         with self.db.tenant(tenant) as connection:
             blob = connection.execute(
                 select(table.c.parquet).where(
-                    table.c.dataset_version == validate_name("dataset version", version),
+                    table.c.dataset_version == version,
                     table.c.table_name == name,
                     of_commit,
                     table.c.run_id == run_id,
