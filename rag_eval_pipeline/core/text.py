@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
 
@@ -82,6 +83,78 @@ def _stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word[-len(suffix) - 1].isdigit():
             return word[: -len(suffix)] + replacement
     return word
+
+
+def word_count(text: str) -> int:
+    """Words as a reader counts them: whitespace-separated tokens holding a letter or digit (not " . ")."""
+    return sum(1 for token in text.split() if any(ch.isalnum() for ch in token))
+
+
+def anchored_share(text: str, contexts: list[str]) -> float:
+    """Share of the text's distinct content words found in the contexts; 1.0 for a text without any.
+
+    A low share means the text says what it says in other words than the contexts: a paraphrase or a
+    hallucination, which word-level signals cannot tell apart.
+    """
+    words = set(content_words(text))
+    if not words:
+        return 1.0
+    return len(words & set(content_words(" ".join(contexts)))) / len(words)
+
+
+# Frequent function words of German, French, Spanish, Italian, Portuguese and Dutch that are not English
+# words: a few of them in a sentence with fewer English ones is the cheapest sign of another language.
+_FOREIGN_FUNCTION_WORDS = frozenset(
+    """der die das und ist nicht nie ein eine einen dem den des sich auf für mit von zu im wird werden auch
+    wie wann bei nach aus oder wenn nur noch kann sind wurde zum zur vom über ihr ihre ihren
+    le la les de et est un une des du en pour dans que qui pas sur au aux avec ce cette il elle ils sont
+    par plus ne où été leur jamais
+    el los las y es una por con para del se su al lo como más pero fue está son sus entre cuando muy sin
+    nunca gli della delle dalla nella alla nel che non sono anche questo è di
+    os um uma não com da em na nos foi são
+    het een van niet dat op te zijn met voor wordt naar bij ook""".split()
+)
+_LETTERS = re.compile(r"[^\W\d_]+")  # words of any alphabet, accents kept ("für", "où")
+_MIN_WORDS_FOR_LANGUAGE = 3  # a name or a number alone is in no language; do not guess on them
+
+
+def looks_non_english(text: str) -> bool:
+    """True when the text is plainly not English: mostly letters of another script (Cyrillic, CJK, Arabic...),
+    or three words or more with another language's function words (in lowercase, not inside a name) that,
+    with its accented words and its inverted marks (¿ ¡), outnumber the English function words.
+
+    A heuristic, tuned to miss rather than to flag: a name or a number alone is taken for English, and so is
+    an English sentence with a name or a loanword in it ("the café in Zürich").
+    """
+    letters = [ch for ch in text if ch.isalpha()]
+    other_script = sum(1 for ch in letters if not _latin(ch))
+    if other_script >= 2 and other_script * 2 > len(letters):
+        return True
+    words = _LETTERS.findall(text)
+    if len(words) < _MIN_WORDS_FOR_LANGUAGE:
+        return False
+    function = sum(1 for i, w in enumerate(words) if w in _FOREIGN_FUNCTION_WORDS and not _in_name(words, i))
+    accented = sum(1 for w in words if not w.isascii()) + ("¿" in text or "¡" in text)
+    english = sum(1 for w in words if w.lower() in STOPWORDS)
+    return function >= 1 and function + accented >= 2 and function + accented > english
+
+
+_NAME_PARTICLES = frozenset("de du da di del dos der den des la le van von".split())
+
+
+def _in_name(words: list[str], i: int) -> bool:
+    """A particle between two capitalised words belongs to a name: "Marquis de Lafayette", "Ludwig van
+    Beethoven". (Capitalised function words are not counted at all: "Los Angeles", "Le Monde".)"""
+    return (
+        words[i] in _NAME_PARTICLES
+        and 0 < i < len(words) - 1
+        and words[i - 1][:1].isupper()
+        and words[i + 1][:1].isupper()
+    )
+
+
+def _latin(ch: str) -> bool:
+    return ch.isascii() or unicodedata.name(ch, "").startswith("LATIN")
 
 
 def is_noncommittal(text: str) -> bool:

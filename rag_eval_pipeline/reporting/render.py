@@ -8,11 +8,13 @@ its template autoescapes every value. The Markdown escapes HTML in free text its
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from rag_eval_pipeline.core.judging.results import OFFLINE_JUDGE_ABSTAINS
 from rag_eval_pipeline.reporting.compare import (
     BAD,
     BLOCKS,
@@ -121,10 +123,61 @@ def _context(
         "quadrant_note": QUADRANT_NOTE,
         "metrics": [_metric_row(row) for row in rows],
         "failing_metrics": comparison.failing_metrics,
-        "notes": [(row["metric"], row["note"]) for row in rows if row["note"]],
+        "notes": [(row["metric"], row["note"]) for row in rows if row["note"]] + _abstentions(rows),
         "chart": _chart(rows),
         "analysis": _analysis(analysis) if analysis is not None else None,
+        "trust": [_trust_row(row) for row in rows],
+        "decided_on": "PPI intervals where a metric has labels"
+        if comparison.decided_on == "ppi"
+        else "the judge's own scores",
+        "trust_note": TRUST_NOTE,
     }
+
+
+TRUST_NOTE = (
+    "calibration: the judge's agreement with your people's labels (only a calibration by this very judge "
+    "counts); PPI: prediction-powered 95% intervals, the judge's scores corrected by the labelled items"
+)
+
+
+def _trust_row(row: dict) -> list[str]:
+    def interval(name: str) -> str:
+        value, low, high = row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high")
+        signed = name.endswith("delta")
+        return "n/a" if _missing(value) else f"{_fmt(value, signed)} [{_fmt(low, signed)}, {_fmt(high, signed)}]"
+
+    return [
+        row["metric"],
+        str(row.get("judge_calibration") or ""),
+        interval("ppi_mean"),
+        interval("ppi_delta"),
+        str(row.get("ppi_note") or ""),
+        "PPI interval" if row.get("decided_on") == "ppi" else "judge's scores",
+    ]
+
+
+# A reason the offline judge gave for declining an item, with its count, as compare.Coverage.why lists it.
+_ABSTAINED = re.compile(re.escape(OFFLINE_JUDGE_ABSTAINS) + r"[^;]*? \((\d+) items?\)")
+
+
+def _abstentions(rows: list[dict]) -> list[tuple[str, str]]:
+    """Per metric, how many of the candidate's items the offline judge abstained on (counted against coverage).
+    Read from the candidate's side of the note; "at least" when the note folds some reasons away."""
+    out = []
+    for row in rows:
+        candidate_side = str(row["note"] or "").split("baseline measured on", 1)[0]
+        counts = [int(n) for n in _ABSTAINED.findall(candidate_side)]
+        if counts:
+            bound = "at least " if "other reasons" in candidate_side else ""
+            total = sum(counts)
+            out.append(
+                (
+                    row["metric"],
+                    f"abstained: the offline judge declined {bound}{total} item{'s' if total > 1 else ''} "
+                    "(unmeasured, counted against coverage; why above)",
+                )
+            )
+    return out
 
 
 def _metric_row(row: dict) -> dict:

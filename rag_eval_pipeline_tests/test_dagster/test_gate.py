@@ -170,7 +170,7 @@ def test_a_baseline_scored_by_another_judge_is_rescored_or_refused(synthesized):
     )
     assert refused.returncode == 2, refused.stdout
     last_line = refused.stderr.strip().splitlines()[-2]  # the step's error, above "run ... failed after"
-    assert "scored differently (judge: candidate offline-support-v2, baseline offline-support-v1)" in last_line
+    assert "scored differently (judge: candidate offline-support-v3, baseline offline-support-v1)" in last_line
 
     # By default the baseline's archived outputs are scored again with the current judge: same answers, a pass.
     rescored = rag_eval(synthesized, "gate", "--tenant", "acme", "--candidate", "next", "--branch", "main")

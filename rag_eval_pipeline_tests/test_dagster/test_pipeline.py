@@ -101,7 +101,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     evidence = json.loads(scores[scores["metric"] == "faithfulness"]["evidence"].iloc[0])
     assert evidence["statements"] and {"statement", "verdict"} <= set(evidence["statements"][0])
 
-    assert set(scores["judge"]) == {"offline-support-v2"} and set(scores["k"]) == {5}
+    assert set(scores["judge"]) == {"offline-support-v3"} and set(scores["k"]) == {5}
 
     report = read_audit("regression_report")
     assert set(report["metric"]) == set(ALL_METRICS) and set(report["commit"]) == {"c1"}

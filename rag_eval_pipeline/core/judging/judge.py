@@ -3,7 +3,9 @@
 The offline judge needs no server: statement support comes from model-free signals (numbers,
 names, negation, relations that must agree with the context; see offline_support.py), answer
 relevance and context relevance are embedding cosines. It is a weak judge and is reported as such;
-the LLM judge implements the same interface.
+the LLM judge implements the same interface. Where its signals are blind (long or paraphrased answers,
+text in another language: benchmarks/judge_abstention.py) it abstains: the judgement is a Failure that
+says so, and the metric is unmeasured rather than confidently wrong.
 """
 
 from __future__ import annotations
@@ -26,9 +28,21 @@ from rag_eval_pipeline.core.judging.judgement import (
     Verdict,
 )
 from rag_eval_pipeline.core.judging.metrics import EvalItem
-from rag_eval_pipeline.core.judging.offline_support import assess_support
-from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
-from rag_eval_pipeline.core.text import content_words, is_noncommittal, split_sentences
+from rag_eval_pipeline.core.judging.offline_support import FACT_SIGNALS, assess_support
+from rag_eval_pipeline.core.judging.results import (
+    ABSTAINS_LONG_ANSWER,
+    ABSTAINS_NOT_ENGLISH,
+    ABSTAINS_PARAPHRASE,
+    NO_GROUND_TRUTH_FOR_RELEVANCE,
+)
+from rag_eval_pipeline.core.text import (
+    anchored_share,
+    content_words,
+    is_noncommittal,
+    looks_non_english,
+    split_sentences,
+    word_count,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,61 @@ class Support:
     score: float  # graded confidence of support, >= 0.5 exactly when supported
     context_index: int | None
     note: str = ""
+    signal: str = ""  # the offline signal that failed it (offline_support.SIGNALS); "" when supported
+
+
+@dataclass(frozen=True)
+class Abstention:
+    """Where the offline judge declines to judge faithfulness. The thresholds were chosen on the tuning half of
+    the labeled sets and checked on the held-out half (benchmarks/judge_abstention.py, docs/figures.md): above
+    them its agreement with human labels was near chance, below them the short-answer sets lose almost nothing.
+    Text in another language is declined by every judgement that reads it (see _READS)."""
+
+    max_answer_words: int = 30
+    min_paraphrase_words: int = 10  # distinct content words: a short answer is checked on its names and numbers
+    min_anchored_share: float = 0.7  # share of the answer's content words found in the contexts
+
+    def on_answer(self, answer: str, contexts: list[str], verified: list[Support]) -> str | None:
+        """Why the verdicts on this answer's statements cannot be trusted, or None when they can."""
+        if word_count(answer) > self.max_answer_words:
+            return ABSTAINS_LONG_ANSWER.format(words=self.max_answer_words)
+        if self._paraphrased(answer, contexts, verified):
+            return ABSTAINS_PARAPHRASE.format(share=self.min_anchored_share)
+        return None
+
+    def _paraphrased(self, answer: str, contexts: list[str], verified: list[Support]) -> bool:
+        # Rejected only for its wording: no statement failed on a wrong number, name or negation, so a
+        # faithful paraphrase and a hallucination would get the same low score.
+        failed = [v for v in verified if not v.supported]
+        return (
+            bool(failed)
+            and not any(v.signal in FACT_SIGNALS for v in failed)
+            and len(set(content_words(answer))) >= self.min_paraphrase_words
+            and anchored_share(answer, contexts) < self.min_anchored_share
+        )
+
+
+DEFAULT_ABSTENTION = Abstention()
+
+# The texts each judgement reads: in another language, the word signals and the English embedding model are
+# blind to them, so the judgement is declined.
+_READS: dict[str, tuple[str, ...]] = {
+    ANSWER_STATEMENTS: ("answer", "contexts"),
+    GENERATED_QUESTIONS: ("question", "answer"),
+    GROUND_TRUTH_SUPPORT: ("ground truth", "contexts"),
+    CHUNK_RELEVANCE: ("ground truth", "contexts"),
+    CONTEXT_RELEVANCE: ("question", "contexts"),
+    CORRECTNESS: ("answer", "ground truth"),
+}
+
+
+def _texts(item: EvalItem) -> dict[str, str]:
+    return {
+        "question": item.question,
+        "answer": item.answer,
+        "contexts": " ".join(item.context_texts),
+        "ground truth": item.ground_truth,
+    }
 
 
 class Judge(Protocol):
@@ -53,11 +122,15 @@ class Judge(Protocol):
 class OfflineJudge:
     """Model-free support signals plus embedding similarity; deterministic, free, and weak (see the README)."""
 
-    name = "offline-support-v2"
+    name = "offline-support-v3"  # v2 with abstention: the same verdicts where it judges at all
     relevance_threshold = 0.4  # cosine(question, context sentence) above which the sentence is on topic
 
-    def __init__(self, embedder: Embedder):
+    def __init__(self, embedder: Embedder, abstention: Abstention | None = DEFAULT_ABSTENTION):
+        """abstention None: judge everything, as offline-support-v2 did (the benchmarks' comparison)."""
         self.embedder = embedder
+        self.abstention = abstention
+        if abstention is None:
+            self.name = "offline-support-v2"
 
     def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
         if CONTEXT_RELEVANCE in needs:  # one batched embedding call instead of one per item
@@ -67,38 +140,72 @@ class OfflineJudge:
 
     def judge(self, item: EvalItem, needs: set[str]) -> Judgement:
         judgement = Judgement()
+        declined = self._declined(item, needs)
         answer_statements = self.statements(item.answer)
         truth_sentences = self.statements(item.ground_truth)
         if ANSWER_STATEMENTS in needs:
-            judgement.answer_statements = self._verdicts(answer_statements, item.context_texts, item.question)
+            judgement.answer_statements = declined.get(ANSWER_STATEMENTS) or self._answer_verdicts(
+                item, answer_statements
+            )
         if GENERATED_QUESTIONS in needs:
             # No generator offline: the answer itself stands in for the questions it answers.
-            judgement.generated_questions = GeneratedQuestions(
+            judgement.generated_questions = declined.get(GENERATED_QUESTIONS) or GeneratedQuestions(
                 [item.answer], is_noncommittal(item.answer), "offline: cosine(question, answer), no question generation"
             )
         if GROUND_TRUTH_SUPPORT in needs:
-            judgement.ground_truth_support = self._verdicts(truth_sentences, item.context_texts, item.question)
-        if CHUNK_RELEVANCE in needs:
-            judgement.chunk_relevance = (
-                [
-                    int(any(v.supported for v in self.verify(truth_sentences, [text], item.question)))
-                    for text in item.context_texts
-                ]
-                if truth_sentences
-                else Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
+            judgement.ground_truth_support = declined.get(GROUND_TRUTH_SUPPORT) or self._verdicts(
+                truth_sentences, item.context_texts, item.question
             )
+        if CHUNK_RELEVANCE in needs:
+            judgement.chunk_relevance = declined.get(CHUNK_RELEVANCE) or self._chunk_relevance(item, truth_sentences)
         if CONTEXT_RELEVANCE in needs:
-            judgement.context_relevance = self._relevant_to(item.question, item.context_texts)
+            judgement.context_relevance = declined.get(CONTEXT_RELEVANCE) or self._relevant_to(
+                item.question, item.context_texts
+            )
         if CORRECTNESS in needs:
-            against_truth = self.verify(answer_statements, [item.ground_truth], item.question)
-            judgement.correctness = Correctness(
-                true_positives=[v.statement for v in against_truth if v.supported],
-                false_positives=[v.statement for v in against_truth if not v.supported],
-                false_negatives=[
-                    v.statement for v in self.verify(truth_sentences, [item.answer], item.question) if not v.supported
-                ],
+            judgement.correctness = declined.get(CORRECTNESS) or self._correctness(
+                item, answer_statements, truth_sentences
             )
         return judgement
+
+    def _declined(self, item: EvalItem, needs: set[str]) -> dict[str, Failure]:
+        """The judgements this item's language blinds, each with the text that is not English."""
+        if self.abstention is None:
+            return {}
+        texts, foreign, declined = _texts(item), {}, {}
+        for need in sorted(needs & _READS.keys()):
+            for field in _READS[need]:
+                if field not in foreign:
+                    foreign[field] = looks_non_english(texts[field])
+                if foreign[field]:
+                    declined[need] = Failure(ABSTAINS_NOT_ENGLISH.format(field=field))
+                    break
+        return declined
+
+    def _answer_verdicts(self, item: EvalItem, statements: list[str]) -> list[Verdict] | Failure:
+        verified = self.verify(statements, item.context_texts, item.question)
+        if verified and self.abstention is not None:
+            if reason := self.abstention.on_answer(item.answer, item.context_texts, verified):
+                return Failure(reason)
+        return [Verdict(s.statement, int(s.supported), s.note) for s in verified]
+
+    def _chunk_relevance(self, item: EvalItem, truth_sentences: list[str]) -> list[int] | Failure:
+        if not truth_sentences:
+            return Failure(NO_GROUND_TRUTH_FOR_RELEVANCE)
+        return [
+            int(any(v.supported for v in self.verify(truth_sentences, [text], item.question)))
+            for text in item.context_texts
+        ]
+
+    def _correctness(self, item: EvalItem, answer_statements: list[str], truth_sentences: list[str]) -> Correctness:
+        against_truth = self.verify(answer_statements, [item.ground_truth], item.question)
+        return Correctness(
+            true_positives=[v.statement for v in against_truth if v.supported],
+            false_positives=[v.statement for v in against_truth if not v.supported],
+            false_negatives=[
+                v.statement for v in self.verify(truth_sentences, [item.answer], item.question) if not v.supported
+            ],
+        )
 
     def _verdicts(self, statements: list[str], contexts: list[str], question: str) -> list[Verdict]:
         return [Verdict(s.statement, int(s.supported), s.note) for s in self.verify(statements, contexts, question)]
@@ -120,5 +227,7 @@ class OfflineJudge:
         verdicts = []
         for statement in statements:
             found = assess_support(statement, contexts, question)
-            verdicts.append(Support(statement, found.supported, found.score, found.context_index, found.note))
+            verdicts.append(
+                Support(statement, found.supported, found.score, found.context_index, found.note, found.signal)
+            )
         return verdicts

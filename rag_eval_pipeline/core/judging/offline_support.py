@@ -27,6 +27,9 @@ from functools import lru_cache
 from rag_eval_pipeline.core.text import STOPWORDS, content_words
 
 SIGNALS = ("numbers", "entities", "novel_words", "coverage", "negation", "relation", "polar")
+# Signals that point at a changed fact (a number, a name, a negation), not merely at other words: a statement
+# failing one of them is evidence of a hallucination even when it is worded unlike the context.
+FACT_SIGNALS = frozenset({"numbers", "entities", "negation"})
 
 COVERAGE_THRESHOLD = 0.75  # rarity-weighted share of content words the best context must contain
 _NEGATION_SCOPE = 4  # words after "not" that it governs
@@ -72,6 +75,7 @@ class SupportAssessment:
     score: float
     context_index: int | None
     note: str
+    signal: str = ""  # the signal that failed the statement (see SIGNALS); "" when supported
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def assess_support(
         if name not in disabled and (failure := check()):
             break
     if failure:
-        return SupportAssessment(False, round(0.45 * coverage, 4), best, failure)
+        return SupportAssessment(False, round(0.45 * coverage, 4), best, failure, name)
     evidence = coverage if "relation" in disabled else local
     score = 0.5 + 0.5 * (evidence - COVERAGE_THRESHOLD) / (1 - COVERAGE_THRESHOLD)
     return SupportAssessment(True, round(min(1.0, max(0.5, score)), 4), best, f"covered {coverage:.2f}")
@@ -211,20 +215,22 @@ def _polar_answer(statement: str, question: str, parsed: list[list[_Token]]) -> 
     asked_tokens = _tokenize(question)
     asked = _stems(asked_tokens)
     if not asked:
-        return SupportAssessment(False, 0.0, None, "bare yes/no without a question to check")
+        return SupportAssessment(False, 0.0, None, "bare yes/no without a question to check", "polar")
     context_words = set().union(*(_stems(p) for p in parsed))
     names = _entities(asked_tokens)
     # the question's names are given, not claimed: a name counts as present when most of it is
     missing = [name for name, parts in names if sum(p in context_words for p in parts) * 2 < len(parts)]
     if names and missing:
-        return SupportAssessment(False, 0.2, None, f"bare yes/no about '{missing[0]}', absent from the context")
+        return SupportAssessment(
+            False, 0.2, None, f"bare yes/no about '{missing[0]}', absent from the context", "polar"
+        )
     coverages = [len(set(asked) & set(_stems(p))) / len(set(asked)) for p in parsed]
     best = max(range(len(parsed)), key=lambda i: (coverages[i], -i))
     coverage = coverages[best]
     supported = bool(names) or coverage >= COVERAGE_THRESHOLD  # every name the question asks about is there
     score = 0.5 + 0.5 * coverage if supported else 0.45 * coverage
     note = f"bare '{statement.strip().lower().rstrip('.!')}': context covers {coverage:.2f} of the question (polarity unchecked)"
-    return SupportAssessment(supported, round(score, 4), best, note)
+    return SupportAssessment(supported, round(score, 4), best, note, "" if supported else "polar")
 
 
 # --- graded evidence ----------------------------------------------------------------------------------

@@ -51,6 +51,24 @@ NO_ANSWER_STATEMENT = "the answer makes no statement to verify"
 NO_STATEMENT_EITHER_SIDE = "neither the answer nor the ground truth makes a statement"
 NO_CONTEXT_STATEMENT = "the retrieved contexts make no statement"
 EMPTY_ANSWER = "empty answer"
+# The offline judge declines what its signals are blind to (judge.py, Abstention; measured by
+# benchmarks/judge_abstention.py). Not in the sets below, so the cause is JUDGE: it counts against coverage
+# like any judge failure, never as a pass nor as the candidate's fault. One text per kind, without the item's
+# own figures, so the report counts the items behind each reason.
+OFFLINE_JUDGE_ABSTAINS = "offline judge abstains: "
+ABSTAINS_LONG_ANSWER = (
+    OFFLINE_JUDGE_ABSTAINS + "the answer is longer than {words} words, more than it can judge (its faithfulness "
+    "agreement with human labels on long answers is near chance, use the LLM judge)"
+)
+ABSTAINS_PARAPHRASE = (
+    OFFLINE_JUDGE_ABSTAINS + "the answer is worded unlike the contexts (under {share:.0%} of its content words "
+    "are in them) and no number, name or negation in it is wrong, so it cannot tell a paraphrase from a "
+    "hallucination (use the LLM judge)"
+)
+ABSTAINS_NOT_ENGLISH = (
+    OFFLINE_JUDGE_ABSTAINS + "the {field} is not English, and its word signals and embedding model are "
+    "English-only (use the LLM judge)"
+)
 CANDIDATE_FAILED = "candidate failed: "  # + the candidate's error
 
 _NOT_APPLICABLE_REASONS = frozenset(
@@ -75,6 +93,11 @@ def unmeasured_cause(reason: str) -> str:
     if reason in _CANDIDATE_REASONS or reason.startswith(CANDIDATE_FAILED):
         return CANDIDATE
     return JUDGE
+
+
+def is_abstention(reason: str) -> bool:
+    """The offline judge declined the item (a JUDGE cause, see above)."""
+    return reason.startswith(OFFLINE_JUDGE_ABSTAINS)
 
 
 def measured(metric: str, score: float, **evidence: Any) -> MetricResult:
