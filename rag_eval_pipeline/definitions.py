@@ -22,6 +22,7 @@ from rag_eval_pipeline.resources import (
     WarehouseResource,
 )
 from rag_eval_pipeline.resources.judge import JudgeResource
+from rag_eval_pipeline.resources.judge_nodes import judge_on_nodes
 from rag_eval_pipeline.resources.liveness import RUN_LIVENESS_KEY
 from rag_eval_pipeline.resources.production import ProductionIOManager
 from rag_eval_pipeline.synthesis import definitions as synthesis
@@ -35,13 +36,15 @@ ALL_ASSETS = [asset for domain in DOMAINS for asset in domain.assets or ()]
 def local_resources(documents_root: Path, warehouse_root: Path) -> dict:
     """Everything on local disk: tenant folders, Parquet tables, the embedding and judge caches; the judge from env."""
     embedder = EmbedderResource(cache_path=str(Path(warehouse_root) / EMBEDDING_CACHE_FILE))
+    current = settings.load()
     return {
         "io_manager": WarehouseIOManager(root=str(warehouse_root)),
         "warehouse": WarehouseResource(root=str(warehouse_root)),
         "documents": DocumentsResource(root=str(documents_root)),
         "embedder": embedder,
-        "judge": JudgeResource.from_settings(
-            settings.load().judge, embedder, str(Path(warehouse_root) / settings.JUDGE_CACHE_FILE)
+        "judge": judge_on_nodes(  # on judge nodes the run starts, when RAG_EVAL_VLLM_MODEL is set
+            JudgeResource.from_settings(current.judge, embedder, str(Path(warehouse_root) / settings.JUDGE_CACHE_FILE)),
+            current,
         ),
         RUN_LIVENESS_KEY: RunLivenessResource(),
     }
@@ -72,7 +75,7 @@ def production_resources(current: settings.Settings) -> dict:
         "warehouse": WarehouseResource(root=str(current.warehouse_root), database_url=database_url),
         "documents": DocumentsResource(root=str(current.documents_root)),
         "embedder": embedder,
-        "judge": JudgeResource.from_settings(current.judge, embedder, judge_cache),
+        "judge": judge_on_nodes(JudgeResource.from_settings(current.judge, embedder, judge_cache), current),
         RUN_LIVENESS_KEY: RunLivenessResource(),
     }
 

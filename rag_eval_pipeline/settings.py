@@ -9,8 +9,11 @@ a `SettingsError` naming the variable, in one line.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -19,12 +22,14 @@ from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
     DEFAULT_JUDGE_MODE,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_RATE_LIMIT_BUDGET_S,
     DEFAULT_RESPONSE_FORMAT,
     DEFAULT_TIMEOUT_S,
     NO_API_KEY,
     JudgeKind,
     JudgeMode,
     ResponseFormat,
+    Tier,
 )
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 
@@ -49,6 +54,9 @@ JUDGE_VARIABLES = {
     "concurrency": "RAG_EVAL_JUDGE_CONCURRENCY",
     "timeout_s": "RAG_EVAL_JUDGE_TIMEOUT_S",
     "max_retries": "RAG_EVAL_JUDGE_MAX_RETRIES",
+    "rate_limit_budget_s": "RAG_EVAL_JUDGE_RATE_LIMIT_BUDGET_S",
+    "priority": "RAG_EVAL_JUDGE_PRIORITY",
+    "priority_by_tier": "RAG_EVAL_JUDGE_PRIORITY_BY_TIER",
     "cache": "RAG_EVAL_JUDGE_CACHE",
 }
 # The git branch the candidate sensor follows; none is followed while RAG_EVAL_CANDIDATE_REPO is unset.
@@ -86,6 +94,28 @@ SERVICE_VARIABLES = {
     "server_url": "RAG_EVAL_SERVER",  # set both of these in a tenant's CI: the CLI then talks to the service
     "token": "RAG_EVAL_TOKEN",
 }
+# Judge nodes: vLLM servers the run starts on loopback (resources/judge_nodes.py); none while the model is unset.
+VLLM_VARIABLES = {
+    "model": "RAG_EVAL_VLLM_MODEL",
+    "executable": "RAG_EVAL_VLLM_EXECUTABLE",
+    "served_model_name": "RAG_EVAL_VLLM_SERVED_MODEL_NAME",
+    "replicas": "RAG_EVAL_VLLM_REPLICAS",
+    "port": "RAG_EVAL_VLLM_PORT",
+    "quantization": "RAG_EVAL_VLLM_QUANTIZATION",
+    "kv_cache_dtype": "RAG_EVAL_VLLM_KV_CACHE_DTYPE",
+    "gpu_memory_utilization": "RAG_EVAL_VLLM_GPU_MEMORY_UTILIZATION",
+    "max_model_len": "RAG_EVAL_VLLM_MAX_MODEL_LEN",
+    "tensor_parallel_size": "RAG_EVAL_VLLM_TENSOR_PARALLEL_SIZE",
+    "max_num_seqs": "RAG_EVAL_VLLM_MAX_NUM_SEQS",
+    "structured_outputs_backend": "RAG_EVAL_VLLM_STRUCTURED_OUTPUTS_BACKEND",
+    "priority_scheduling": "RAG_EVAL_VLLM_PRIORITY_SCHEDULING",
+    "gpus": "RAG_EVAL_VLLM_GPUS",
+    "extra_args": "RAG_EVAL_VLLM_EXTRA_ARGS",
+    "lifetime": "RAG_EVAL_VLLM_LIFETIME",
+    "startup_timeout_s": "RAG_EVAL_VLLM_STARTUP_TIMEOUT_S",
+    "stop_grace_s": "RAG_EVAL_VLLM_STOP_GRACE_S",
+    "log_dir": "RAG_EVAL_VLLM_LOG_DIR",
+}
 # How long a run elsewhere may go without a heartbeat before it is called dead (automation/liveness.py).
 RUN_STALE_AFTER_VARIABLE = "RAG_EVAL_RUN_STALE_AFTER_S"
 # Packages a candidate manifest may name code in (comma-separated); none by default.
@@ -103,7 +133,11 @@ class JudgeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: JudgeKind = Field(default="offline", description="`offline` (embedded, no server) or `llm`")
-    base_url: str = Field(default="", description="the OpenAI-compatible server, e.g. `http://vllm.internal:8000/v1`")
+    base_url: str = Field(
+        default="",
+        description="the OpenAI-compatible server, e.g. `http://vllm.internal:8000/v1`; several replicas of one "
+        "model comma-separated, which take the calls in turn",
+    )
     model: str = Field(
         default="", description="the model the server serves, e.g. `meta-llama/Meta-Llama-3-8B-Instruct`"
     )
@@ -125,14 +159,36 @@ class JudgeSettings(BaseModel):
     max_retries: int = Field(
         default=DEFAULT_MAX_RETRIES,
         ge=0,
-        description="retries of a call on HTTP 408/409/429/5xx, connection errors, timeouts and HTTP 200 replies "
-        "that are no chat completion (`--max-retries`)",
+        description="retries of a call on HTTP 408/409/5xx (503 aside), connection errors, timeouts and HTTP 200 "
+        "replies that are no chat completion (`--max-retries`)",
+    )
+    rate_limit_budget_s: float = Field(
+        default=DEFAULT_RATE_LIMIT_BUDGET_S,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds one call may spend retrying HTTP 429 and 503 (back-pressure), waiting what "
+        "Retry-After asks, before the run stops (`--rate-limit-budget-s`)",
+    )
+    priority: int | None = Field(
+        default=None,
+        description="vLLM's request priority, lower served first (needs `vllm serve --scheduling-policy "
+        "priority`); unset: not sent (`--priority`)",
+    )
+    priority_by_tier: dict[Tier, int] = Field(
+        default_factory=dict,
+        description="vLLM's request priority by the run's tenant tier, e.g. `small=0,large=10`; a tier not named "
+        "gets `priority`",
     )
     cache: str = Field(
         default="",
         description="the cache of LLM calls: a SQLite file, or the production Redis URL when `RAG_EVAL_CACHE_URL` "
         "is set; '' keeps it in memory",
     )
+
+    @field_validator("priority_by_tier", mode="before")
+    @classmethod
+    def _read_tier_priorities(cls, value: object) -> object:
+        return tier_priorities(value) if isinstance(value, str) else value
 
 
 class FollowedBranch(BaseModel):
@@ -265,6 +321,100 @@ class ServiceSettings(BaseModel):
         return bool(self.server_url and self.token)
 
 
+class VLLMSettings(BaseModel):
+    """Judge nodes: vLLM servers on loopback that a run starts and stops, as RAG_EVAL_VLLM_* set them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(
+        default="",
+        description="a local model folder (weights are never downloaded); set, the judge is the LLM on these nodes",
+    )
+    executable: str = Field(
+        default="vllm", description="the `vllm` command of vLLM's own virtual environment (its torch is not ours)"
+    )
+    served_model_name: str = Field(default="", description="the model name requests use; unset: the folder's name")
+    replicas: int = Field(default=1, ge=1, description="nodes started, one per port from the first port up")
+    port: int = Field(default=8000, ge=1, le=65535, description="the first node's port on 127.0.0.1")
+    quantization: Literal["fp8", "awq", "none"] = Field(
+        default="fp8",
+        description="`fp8`: FP8 weights (a 16-bit checkpoint is quantized at load, an FP8 one served as it is); "
+        "`awq`: an AWQ checkpoint; `none`: the checkpoint as it is",
+    )
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        default="auto", description="the KV cache's dtype; `fp8` halves its memory"
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0, le=1, description="the share of each GPU's memory a node may take (weights and KV cache)"
+    )
+    max_model_len: int = Field(
+        default=8192, ge=1, description="the longest prompt plus reply a node accepts, in tokens"
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs each node spreads its model over")
+    max_num_seqs: int = Field(default=256, ge=1, description="requests a node batches at once")
+    structured_outputs_backend: Literal["auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"] = Field(
+        default="auto", description="the grammar engine behind `response_format` `json_schema`"
+    )
+    priority_scheduling: bool = Field(
+        default=True,
+        description="`--scheduling-policy priority`, so a request's `priority` orders the queue (vLLM refuses a "
+        "priority under its default policy)",
+    )
+    gpus: tuple[str, ...] = Field(
+        default=(),
+        description="GPU ids, comma-separated; node i gets the i-th slice of `tensor_parallel_size` of them; "
+        "unset: every node sees the environment's GPUs",
+    )
+    extra_args: tuple[str, ...] = Field(default=(), description="more `vllm serve` arguments, split as a shell would")
+    lifetime: Literal["run", "process"] = Field(
+        default="run",
+        description="`run`: the nodes start with each run and stop at its end; `process`: they start with the "
+        "first run of a process and stop when it exits",
+    )
+    startup_timeout_s: float = Field(
+        default=900.0, gt=0, allow_inf_nan=False, description="how long the nodes may take to answer `/health`"
+    )
+    stop_grace_s: float = Field(
+        default=30.0, gt=0, allow_inf_nan=False, description="seconds between SIGTERM and SIGKILL when a node stops"
+    )
+    log_dir: str = Field(default="", description="the nodes' log files; unset: a folder in the system's temp dir")
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _read_gpus(cls, value: object) -> object:
+        return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
+
+    @field_validator("extra_args", mode="before")
+    @classmethod
+    def _read_extra_args(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as error:
+            raise ValueError(f"{VLLM_VARIABLES['extra_args']} cannot be split as a shell would: {error}") from None
+
+    @model_validator(mode="after")
+    def _ports_and_gpus_fit(self) -> VLLMSettings:
+        last_port = self.port + self.replicas - 1
+        if last_port > 65535:
+            raise ValueError(
+                f"{VLLM_VARIABLES['port']} + {VLLM_VARIABLES['replicas']} - 1 must be a port (at most 65535), "
+                f"got {last_port}"
+            )
+        needed = self.replicas * self.tensor_parallel_size
+        if self.gpus and len(self.gpus) < needed:
+            raise ValueError(
+                f"{VLLM_VARIABLES['gpus']} names {len(self.gpus)} GPU(s) but {VLLM_VARIABLES['replicas']} x "
+                f"{VLLM_VARIABLES['tensor_parallel_size']} need {needed}"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.model)
+
+
 class Settings(BaseModel):
     """Every setting of the pipeline; `load()` reads it from the environment."""
 
@@ -291,6 +441,9 @@ class Settings(BaseModel):
     service: ServiceSettings = Field(
         default=ServiceSettings(), description="the gate service and its tokens (see Production)"
     )
+    vllm: VLLMSettings = Field(
+        default=VLLMSettings(), description="judge nodes the runs start on loopback (see Production)"
+    )
     # A run's process beats every fifth of this; a run on another machine silent for longer is dead.
     run_stale_after_s: float = Field(
         default=300.0,
@@ -316,6 +469,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
     service = {name: value for name, variable in SERVICE_VARIABLES.items() if (value := _value(environ, variable))}
+    vllm = {name: value for name, variable in VLLM_VARIABLES.items() if (value := _value(environ, variable))}
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
     try:
         return Settings.model_validate(
@@ -326,6 +480,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
                 "followed_branch": branch if "repo" in branch else None,
                 "production": production,
                 "service": service,
+                "vllm": vllm,
                 **runs,
             }
         )
@@ -347,6 +502,20 @@ def tenant_days(text: str) -> dict[str, int]:
     return days
 
 
+def tier_priorities(text: str) -> dict[str, int]:
+    """`small=0,large=10` as {tier: priority}; ValueError naming RAG_EVAL_JUDGE_PRIORITY_BY_TIER otherwise."""
+    priorities = {}
+    for item in (part.strip() for part in text.split(",")):
+        tier, _, value = (side.strip() for side in item.partition("="))
+        if tier not in get_args(Tier) or not re.fullmatch(r"-?[0-9]+", value):
+            raise ValueError(
+                f"{JUDGE_VARIABLES['priority_by_tier']} must be tier=priority pairs, tiers "
+                f"{' or '.join(get_args(Tier))} and integer priorities (e.g. small=0,large=10), got {item!r}"
+            )
+        priorities[tier] = int(value)
+    return priorities
+
+
 def _is_tenant(name: str) -> bool:
     try:
         validate_name("tenant", name)
@@ -365,7 +534,8 @@ def _problem(problem: ErrorDetails) -> str:
         return str(problem.get("ctx", {}).get("error"))  # names its variables; the values may hold passwords
     field = str(problem["loc"][-1])
     variable = (
-        JUDGE_VARIABLES.get(field)
+        (VLLM_VARIABLES.get(field) if problem["loc"][0] == "vllm" else None)  # its `model` is not the judge's
+        or JUDGE_VARIABLES.get(field)
         or PRODUCTION_VARIABLES.get(field)
         or SERVICE_VARIABLES.get(field)
         or {"run_stale_after_s": RUN_STALE_AFTER_VARIABLE}.get(field)
@@ -380,6 +550,7 @@ def _problem(problem: ErrorDetails) -> str:
         "literal_error": f"must be one of {context.get('expected', '')}",
         "greater_than": f"must be greater than {context.get('gt')}",
         "greater_than_equal": f"must be at least {context.get('ge')}",
+        "less_than_equal": f"must be at most {context.get('le')}",
         "bool_parsing": "must be true or false (also 1/0, yes/no, on/off)",
     }.get(problem["type"], problem["msg"])
     return f"{variable} {wanted}, got {problem.get('input')!r}"

@@ -3,7 +3,8 @@
 The real local server (llama.cpp with grammar-constrained output) never returns invalid JSON, a
 wrong verdict count on demand, a 429 with Retry-After, a 503, a hang or a dropped connection, so
 those paths are driven by this fake. Each request takes the next scripted reply, then `default`
-once the script is spent. A reply is a `Reply` or a (status, content, finish_reason) tuple.
+once the script is spent. A reply is a `Reply` or a (status, content, finish_reason) tuple; `default`
+may also be a function of the request's body (`follow_the_schema`: the least reply its schema allows).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -34,7 +36,11 @@ class Reply:
 
 
 class FakeOpenAIServer:
-    def __init__(self, replies: list[Reply | tuple[int, str, str]] = (), default: Reply | None = None):
+    def __init__(
+        self,
+        replies: list[Reply | tuple[int, str, str]] = (),
+        default: Reply | Callable[[dict], Reply] | None = None,
+    ):
         self.replies = [r if isinstance(r, Reply) else Reply(*r) for r in replies]
         self.default = default or Reply(500, "script exhausted")
         self.requests: list[dict] = []
@@ -80,7 +86,9 @@ class FakeOpenAIServer:
     def _next(self, body: dict) -> Reply:
         with self._lock:
             self.requests.append(body)
-            return self.replies.pop(0) if self.replies else self.default
+            if self.replies:
+                return self.replies.pop(0)
+        return self.default(body) if callable(self.default) else self.default
 
     def _stop_listening(self) -> None:
         with self._lock:
@@ -96,6 +104,26 @@ class FakeOpenAIServer:
     def __exit__(self, *exc) -> None:
         self._stopped.set()  # releases hanging handlers
         self._stop_listening()
+
+
+def follow_the_schema(body: dict) -> Reply:
+    """The least reply the request's JSON schema allows: every list exactly as long as its minItems."""
+    response_format = body["response_format"]
+    schema = response_format.get("schema") or response_format["json_schema"]["schema"]
+    return Reply(200, json.dumps(_least(schema, schema.get("$defs", {}))))
+
+
+def _least(schema: dict, defs: dict):
+    if "$ref" in schema:
+        return _least(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in schema or "const" in schema:
+        return schema.get("enum", [schema.get("const")])[-1]
+    kind = str(schema.get("type"))
+    if kind == "object":
+        return {name: _least(sub, defs) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_least(schema["items"], defs) for _ in range(schema.get("minItems", 0))]
+    return {"string": "x", "boolean": False, "integer": 1, "number": 1.0}[kind]
 
 
 def _payload(reply: Reply, model: str) -> dict:

@@ -103,6 +103,7 @@ def setting_variables() -> dict[str, str]:
         **{f"followed_branch.{name}": variable for name, variable in settings.BRANCH_VARIABLES.items()},
         **{f"production.{name}": variable for name, variable in settings.PRODUCTION_VARIABLES.items()},
         **{f"service.{name}": variable for name, variable in settings.SERVICE_VARIABLES.items()},
+        **{f"vllm.{name}": variable for name, variable in settings.VLLM_VARIABLES.items()},
         "candidate_modules": settings.CANDIDATE_MODULES_VARIABLE,
         "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
     }
@@ -503,7 +504,7 @@ def _cost_vs_ragas(data: dict) -> str:
                 m["wall_s_per_triplet"],
             ]
         )
-    for variant, side in data["ragas"]["variants"].items():
+    for variant, side in (data.get("ragas") or {}).get("variants", {}).items():
         m = side["four_metrics"]
         rows.append(
             [
@@ -526,12 +527,36 @@ def _cost_vs_ragas(data: dict) -> str:
         ]
         for pair, r in data.get("ratios", {}).items()
     ]
-    server = data.get("server", {})
+    server, triplets = data.get("server", {}), data.get("triplets", {})
+    chunks = ", ".join(str(n) for n in triplets.get("contexts_per_triplet", []))
     return (
-        f"Server: {server.get('model')}, {server.get('serves')}. Per triplet, the four metrics together:\n\n"
+        f"Server: {server.get('model')}, {server.get('serves')}; retrieved chunks per triplet: {chunks}; "
+        f"our call cache: {data.get('call_cache', 'a fresh in-memory cache per mode')}. "
+        "Per triplet, the four metrics together:\n\n"
         + table(["side", "triplets", "calls", "prompt tokens", "completion tokens", "wall s"], rows)
         + f"\nTarget: {data.get('target')}.\n\n"
-        + table(["ours / ragas", "calls ratio", "if no cache hit", "tokens ratio", "wall ratio", "meets 1/3"], ratios)
+        + (
+            table(["ours / ragas", "calls ratio", "if no cache hit", "tokens ratio", "wall ratio", "meets 1/3"], ratios)
+            if ratios
+            else "No ragas side in this run.\n"
+        )
+        + _measured_before_after(data)
+    )
+
+
+def _measured_before_after(data: dict) -> str:
+    """Triplets each metric measured with an earlier commit's judge and with this one's (`--before`)."""
+    measured = data.get("measured_per_metric")
+    if not measured:
+        return ""
+    rows = [
+        [mode, metric, m["triplets"], m["before"], m["after"]]
+        for mode, metrics in measured.items()
+        for metric, m in metrics.items()
+    ]
+    commit = _get(data, "before", "commit")
+    return f"\nTriplets measured (scored, not unmeasured), judge at {commit} and this one:\n\n" + table(
+        ["mode", "metric", "triplets", f"measured at {commit}", "measured now"], rows
     )
 
 
@@ -548,6 +573,31 @@ def _gate_wall_time(data: dict) -> str:
         + table(["what", "median s", "range s", "runs"], rows)
         + f"\nRatio to the peer: {ratio}.\n"
     )
+
+
+def _ppi_coverage(data: dict) -> str:
+    names = {
+        "judge_only": "judge only (peer: its own interval)",
+        "labels_only": "labels only (peer: no judge)",
+        "ppi": "PPI (classical)",
+        "ppi_plus_plus": "PPI++ (the report's mean intervals)",
+    }
+    parts = []
+    for name, figures in data["sets"].items():
+        counts = list(figures["by_labels"])
+        rows = [
+            [label, *(f"{figures['by_labels'][n][method]['coverage']:.1%}" for n in counts)]
+            + [*(_number(figures["by_labels"][n][method]["median_width"]) for n in counts)]
+            for method, label in names.items()
+        ]
+        parts.append(
+            f"**{name}**: {figures['measured']} records measured by {data['judge']} (of {figures['records']}); "
+            f"true mean {figures['true_mean']}, judge mean {figures['judge_mean']}.\n\n"
+            + table(
+                ["interval", *(f"coverage, n={n}" for n in counts), *(f"median width, n={n}" for n in counts)], rows
+            )
+        )
+    return f"Nominal {data['nominal']:.0%}, {data['trials']} draws per n.\n\n" + "\n".join(parts)
 
 
 def _service_gate(data: dict) -> str:
@@ -688,6 +738,123 @@ def _judge_accuracy(data: dict) -> str:
     )
 
 
+def _judge_calibration(data: dict) -> str:
+    def shown(row: dict, name: str) -> str:
+        if row.get(name) is None:
+            return "n/a"
+        low, high = row.get(f"{name}_low"), row.get(f"{name}_high")
+        interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+        return f"{row[name]:.3f}{interval}"
+
+    parts = []
+    for side in data["judges"]:
+        rows, unmeasured = [], []
+        for name, figures in side["sets"].items():
+            for metric, row in figures["metrics"].items():
+                threshold = "every item bad" if row.get("best_threshold") is None else f"{row['best_threshold']:.3f}"
+                if row.get("n_unmeasured"):
+                    unmeasured.append(f"- `{name}`, `{metric}`: {row['unmeasured_reasons']}\n")
+                rows.append(
+                    [
+                        _code(name),
+                        _code(metric),
+                        f"{row['n_measured']} / {row['n_labels']}",
+                        shown(row, "accuracy_best")
+                        + (f" ({threshold})" if row.get("accuracy_best") is not None else ""),
+                        shown(row, "accuracy_at_half"),
+                        shown(row, "kappa"),
+                        shown(row, "roc_auc"),
+                        shown(row, "pairwise") + (f" ({row['n_pairs']} pairs)" if row.get("n_pairs") else ""),
+                    ]
+                )
+        parts.append(
+            f"Judge `{side['judge']}`, {side['what']}:\n\n"
+            + table(
+                [
+                    "set",
+                    "metric",
+                    "measured / labels",
+                    "accuracy@best (threshold)",
+                    "accuracy@0.5",
+                    "kappa",
+                    "ROC-AUC",
+                    "pairwise",
+                ],
+                rows,
+            )
+            + ("\nUnmeasured, and why:\n\n" + "".join(unmeasured) if unmeasured else "")
+        )
+    return "\n".join(parts)
+
+
+def _judge_abstention(data: dict) -> str:
+    rule, tuning = data.get("rule", {}), _get(data, "rule", "tuning") or {}
+    product = ", ".join(f"{k} {_number(v)}" for k, v in rule.get("product", {}).items())
+    effect_rows = [
+        _abstention_row(name, which, e)
+        for name, parts in data.get("effect", {}).items()
+        for which, e in parts.items()
+        if which == ("all" if "held_out" not in parts else "held_out")
+    ]
+    bucket_rows = [
+        [name, dimension, b["bucket"], b["items"], _pairwise_cell(b), b["roc_auc"]]
+        for name, dimensions in data.get("buckets", {}).items()
+        for dimension, rows in dimensions.items()
+        for b in rows
+    ]
+    return (
+        f"Thresholds in the judge: {product}; tuned on the tuning half: "
+        f"{_number(rule.get('product_is_tuned'))} ({tuning.get('criterion')}; {tuning.get('feasible')} of "
+        f"{tuning.get('grid_points')} grid points kept to that cap).\n\n"
+        "The rule's effect (held-out half of each labeled set; the whole of each handwritten check). Accuracy is "
+        'pairwise agreement where the set has pairs, else ROC-AUC; "given up" is today\'s accuracy on the items '
+        "the rule abstains on:\n\n"
+        + table(
+            [
+                "set / metric",
+                "part",
+                "items",
+                "abstained",
+                "why",
+                "today, all items",
+                "scored items",
+                "given up",
+                "today's mean score on the given up (good / bad)",
+            ],
+            effect_rows,
+        )
+        + "\nToday's judge by bucket (all records; pairs counted when both records fall in the bucket):\n\n"
+        + table(["set / metric", "by", "bucket", "items", "pairwise (pairs)", "ROC-AUC"], bucket_rows)
+    )
+
+
+def _abstention_row(name: str, which: str, e: dict) -> list[Any]:
+    why = ", ".join(f"{kind} {n}" for kind, n in e.get("abstained_by_reason", {}).items())
+    share = e.get("abstained_share")
+    abstained = f"{e.get('abstained')} ({share:.0%})" if share is not None else "-"
+    by_label = e.get("today_mean_on_abstained_by_label") or {}
+    means = " / ".join(
+        f"{label} {_number(by_label[key]['mean_score'])} ({by_label[key]['items']})"
+        for key, label in (("1", "good"), ("0", "bad"))
+        if key in by_label
+    )
+    return [name, which, e.get("items"), abstained, why, *(_accuracy_cell(e[k]) for k in _ABSTENTION_SIDES), means]
+
+
+_ABSTENTION_SIDES = ("today_all", "abstaining_scored", "today_on_abstained")
+
+
+def _accuracy_cell(figures: dict) -> str:
+    """Pairwise agreement (with its pairs) where there are pairs, else ROC-AUC; "-" with no item."""
+    if figures.get("pairs"):
+        return _pairwise_cell(figures)
+    return f"AUC {_number(figures['roc_auc'])}" if figures.get("roc_auc") is not None else "-"
+
+
+def _pairwise_cell(figures: dict) -> str:
+    return f"{_number(figures['pairwise'])} ({figures['pairs']})" if figures.get("pairs") else "-"
+
+
 def _lineage_run(data: dict) -> str:
     lineage = data["lineage"]
     steps, rows = lineage.get("step_s", {}), lineage.get("rows", {})
@@ -807,6 +974,31 @@ def _ui_load(data: dict) -> str:
     )
 
 
+def _vllm_judge_latency(data: dict) -> str:
+    batches, single = data.get("seconds_per_triplet") or {}, data.get("single_triplet_s") or {}
+    judge, server = data.get("judge") or {}, data.get("server") or {}
+    target = data.get("sla_s_per_triplet")
+    verdict = "not judged (stand-in run)" if data.get("stand_in") else ("met" if data.get("sla_met") else "not met")
+    scored = ", ".join(f"{m} {o.get('scored')}" for m, o in (data.get("outcomes") or {}).items())
+    rows = [
+        [
+            f"batches of {data.get('batch_size')}, {judge.get('concurrency')} calls in flight",
+            batches.get("median"),
+            batches.get("p95"),
+            len(batches.get("values") or []),
+        ],
+        ["one triplet alone", single.get("median"), single.get("p95"), len(single.get("values") or [])],
+    ]
+    return (
+        f"Server: {server.get('kind')} (ready in {_number(server.get('startup_s'))} s), "
+        f"`{' '.join(server.get('argv') or [])}`; judge {judge.get('mode')}, `{judge.get('response_format')}`; "
+        f"{data.get('triplets')} triplets; machine: GPU {_get(data, 'machine', 'gpu')}.\n\n"
+        + table(["seconds per triplet", "median", "p95", "measurements"], rows)
+        + f"\nTarget: under {_number(target)} s per triplet (p95 of the batches): **{verdict}**. "
+        + f"Triplets scored per metric: {scored}.\n"
+    )
+
+
 def _flattened(data: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
     if isinstance(data, dict) and depth < 4:
         return [pair for k, v in data.items() for pair in _flattened(v, f"{prefix}{k}.", depth + 1)]
@@ -837,13 +1029,17 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "gate_wall_time": _gate_wall_time,
     "golden_quality": _golden_quality,
     "ingestion_furniture": _ingestion_furniture,
+    "judge_abstention": _judge_abstention,
     "judge_accuracy": _judge_accuracy,
+    "judge_calibration": _judge_calibration,
     "lineage_run": _lineage_run,
+    "ppi_coverage": _ppi_coverage,
     "rls_scores": _rls_scores,
     "service_gate": _service_gate,
     "suite_time": _compare_commits,  # written by compare_commits.py --suite-only
     "synthesis_throughput": _synthesis_throughput,
     "ui_load": _ui_load,
+    "vllm_judge_latency": _vllm_judge_latency,
 }
 
 
@@ -886,6 +1082,7 @@ def pages(with_dagster: bool = True) -> dict[str, str]:
         "configuration-judge.md": configuration_table("judge."),
         "configuration-production.md": configuration_table("production."),
         "configuration-service.md": configuration_table("service."),
+        "configuration-vllm.md": configuration_table("vllm."),
         "configuration-elsewhere.md": elsewhere_table(),
         "layout.md": layout_page(),
         "layout-beside.md": beside_package_page(),

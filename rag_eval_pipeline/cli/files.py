@@ -26,8 +26,14 @@ BATCH_SIZE = 32  # rows scored between two updates of the progress bar
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".jsonl, .csv or .parquet")
 @click.option("--metrics", default=",".join(ALL_METRICS), show_default="all", help="comma-separated")
 @click.option("--k", type=int, default=5, show_default=True, help="cut-off for hit rate@k and MRR, at least 1")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="print the LLM calls and approximate tokens the scoring would take, per call kind, and how many the "
+    "call cache answers; nothing is sent or written",
+)
 @judge_options()
-def evaluate(input_path: Path, out: Path, metrics: str, k: int, judge: JudgeOptions) -> int:
+def evaluate(input_path: Path, out: Path, metrics: str, k: int, dry_run: bool, judge: JudgeOptions) -> int:
     from rag_eval_pipeline.evaluation.tabular import read_rows, results_frame, summary_table, to_items, write_table
 
     chosen = _evaluate_checks(input_path, out, metrics, k, judge)  # every argument and the output path, first
@@ -37,6 +43,9 @@ def evaluate(input_path: Path, out: Path, metrics: str, k: int, judge: JudgeOpti
             raise BadInput(f"input {input_path} holds no rows")
         items, bad_rows = to_items(rows)
         _report_input_problems(rows, bad_rows)
+        if dry_run:
+            click.echo(judge_plan([item for _, item in items], chosen, judge))
+            return 0
         scorer, embedder = build_judge(judge)
         results = _score_with_progress(items, scorer, embedder, chosen, k)
     output = results_frame(rows, items, results, bad_rows, chosen)
@@ -164,6 +173,22 @@ def synthesize(
         f"{len(result.rejected)} rejected (with reasons) in {rejected_path}"
     )
     return 0 if len(result.golden) else 1
+
+
+def judge_plan(items, metrics, judge: JudgeOptions, tenant: str | None = None) -> str:
+    """What judging the items would cost, from the call plan and the call cache (of tenant; None: the shared
+    namespace, as `evaluate` uses), without a call."""
+    from rag_eval_pipeline.core.judging.judgement import needed_judgements
+
+    needs = needed_judgements(metrics)
+    if judge.kind == "offline" or not needs:
+        return (
+            f"0 LLM calls ({'offline judge' if judge.kind == 'offline' else 'no judged metric'}) for {len(items)} items"
+        )
+    from rag_eval_pipeline.core.judging.llm_judge import cache_for_plan, plan_calls
+
+    cache = cache_for_plan(judge.cache, tenant)
+    return plan_calls(items, needs, judge.llm_settings(), judge.mode, cache=cache).describe()
 
 
 def build_judge(judge: JudgeOptions):

@@ -109,9 +109,28 @@ def demo(version: str, candidate: str, commit: str, promote_baseline: bool) -> i
     instance = _instance()
     key = register_partition(instance, DEMO_TENANT, version)
     outcome = _run_job(instance, key, DEMO_TENANT, version, "full_pipeline", candidate, commit, promote_baseline)
+    if outcome.status != EXIT_ERROR:
+        _print_abstentions(DEMO_TENANT, version, outcome.run_id)
     if outcome.status == EXIT_OK:
         click.echo("Open the lineage in the Dagster UI:  make ui  (then http://127.0.0.1:3000)")
     return outcome.status
+
+
+def _print_abstentions(tenant: str, version: str, run_id: str) -> None:
+    """Per judge, the items it declined to score and why: unmeasured, so they count against coverage."""
+    from rag_eval_pipeline.core.judging.results import is_abstention
+
+    scores = _warehouse().read_audit_table(tenant, version, run_id, "metric_scores")
+    if scores is None or scores.empty:
+        return
+    for judge, rows in scores.groupby("judge"):
+        declined = rows[rows["reason"].fillna("").astype(str).map(is_abstention)]
+        click.echo(
+            f"judge {judge} abstained on {declined['qa_id'].nunique()} of {rows['qa_id'].nunique()} items"
+            + ("" if declined.empty else ":")
+        )
+        for reason, count in declined["reason"].value_counts().items():
+            click.echo(f"  {reason} ({count} item-metric{'s' if count > 1 else ''})")
 
 
 def _run_job(instance, key, tenant, version, job, candidate, commit, promote_baseline):
@@ -166,6 +185,19 @@ def _run_job(instance, key, tenant, version, job, candidate, commit, promote_bas
     help="exit 2 when the baseline was scored by another judge, k or metric set, instead of "
     "re-scoring its archived outputs with the current judge",
 )
+@click.option(
+    "--decide-on",
+    type=click.Choice(["judge", "ppi"]),
+    default="judge",
+    show_default=True,
+    help="decide judged metrics on the judge's own deltas, or on prediction-powered intervals corrected by "
+    "the tenant's labels (needs `rag-eval calibrate --tenant` with this judge; exit 2 without labels)",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="print the judge calls and approximate tokens the audit would take; no run, nothing sent or written",
+)
 def gate(
     tenant: str,
     commit: str,
@@ -179,10 +211,14 @@ def gate(
     main_branch: str,
     junit: Path | None,
     rescore_baseline: bool,
+    decide_on: str,
+    dry_run: bool,
 ) -> int:
     if entry and outputs:  # checked before the imports below: they take seconds
         raise click.UsageError("--entry and --outputs name two candidates: give one")
     commit = _commit(commit, "--candidate")
+    if dry_run:
+        return _gate_dry_run(tenant, version, outputs, baseline)
     if settings().service.remote:
         return _gate_through_service(
             tenant,
@@ -197,6 +233,7 @@ def gate(
             branch=branch,
             main_branch=main_branch,
             rescore_baseline=rescore_baseline,
+            decide_on=decide_on,
         )
     outputs_spec = _outputs_file(outputs) if outputs else None
 
@@ -215,6 +252,8 @@ def gate(
     version = _gated_version(warehouse, tenant, version)
     key = require_registered(instance, tenant, version)
     _check_gate_inputs(opened, tenant, version, baseline)
+    if decide_on == "ppi":
+        _require_labels(warehouse, tenant)
     spec = submitted(warehouse, tenant, version, commit, spec)  # outputs go to the store; the run names them
     report = ReportConfig(
         tolerance=tolerance,
@@ -223,12 +262,25 @@ def gate(
         branch=branch,
         main_branch=main_branch,
         rescore_baseline=rescore_baseline,
+        decide_on="ppi" if decide_on == "ppi" else "judge",  # click's Choice checked it
     )
     outcome = launch(instance, "audit", key, commit, spec, report)
     _print_outcome(outcome, tenant, version, "audit", commit)
     if outcome.status == EXIT_ERROR:  # a blocked run still wrote its report: the verdict decides
         return EXIT_ERROR
     return _print_verdict(warehouse, tenant, version, commit, outcome.run_id, junit)
+
+
+def _require_labels(store, tenant: str) -> None:
+    """--decide-on ppi without any label: refused before the audit (the run checks the judge's own labels)."""
+    from rag_eval_pipeline.evaluation.labels import read_labels
+
+    if read_labels(store, tenant).empty:
+        raise BadInput(
+            f"--decide-on ppi needs human labels of tenant {tenant}, and it has none: label audited items "
+            f"(`rag-eval review export --audit RUN`, then `rag-eval review import`) or give a labels file "
+            f"(`rag-eval calibrate --tenant {tenant} --labels FILE`)"
+        )
 
 
 def _gate_through_service(tenant: str, commit: str, entry: str | None, outputs: str | None, junit, **options) -> int:
@@ -241,6 +293,53 @@ def _gate_through_service(tenant: str, commit: str, entry: str | None, outputs: 
             "outputs here (`rag-eval questions`) and pass --outputs FILE.jsonl"
         )
     return remote.gate(tenant, commit, outputs, junit, **options)
+
+
+def _gate_dry_run(tenant: str, version: str | None, outputs: str | None, baseline: str | None) -> int:
+    """The judge calls the audit would make, from the golden set, the outputs (when given) and the call
+    cache: no Dagster run, no call, nothing written."""
+    from dataclasses import replace
+
+    from rag_eval_pipeline.cli.files import judge_plan
+    from rag_eval_pipeline.cli.options import JudgeOptions
+    from rag_eval_pipeline.core.defaults import ALL_METRICS
+    from rag_eval_pipeline.core.judging.llm_judge import stand_in_item
+
+    current = settings()
+    if current.service.remote:
+        raise BadInput("--dry-run reads the results store, which the gate service keeps: run it where the service runs")
+    opened = stores()
+    version = _gated_version(opened.results, tenant, version)
+    _check_gate_inputs(opened, tenant, version, baseline)
+    golden = opened.results.read(tenant, version, "golden_set").to_dict("records")
+    judge = JudgeOptions.from_settings(current.judge)
+    cache_tenant = None if current.production.cache_shared_across_tenants else tenant
+    if outputs:
+        items = _answered_items(golden, outputs)
+        click.echo(
+            f"dry run of the audit of {tenant}/{version}: {len(items)} of {len(golden)} golden items answered in {outputs}"
+        )
+    else:  # the candidate runs during the audit: its answers and contexts, and so the cache keys, are unknown
+        items = [stand_in_item(g["qa_id"], g["question"], g["ground_truth"]) for g in golden]
+        judge = replace(judge, cache="")
+        click.echo(
+            f"dry run of the audit of {tenant}/{version}: {len(items)} golden items; their answers and retrieved "
+            "contexts are unknown before the candidate runs, so the calls are counted per golden item, the prompt "
+            "tokens exclude the answers and contexts, and the call cache is not consulted"
+        )
+    click.echo(judge_plan(items, ALL_METRICS, judge, cache_tenant))
+    return EXIT_OK
+
+
+def _answered_items(golden: list[dict], outputs: str) -> list:
+    """The golden items the outputs file answers, as the audit judges them (failed outputs are not judged)."""
+    from rag_eval_pipeline.core.judging.metrics import EvalItem
+    from rag_eval_pipeline.core.judging.results import OK
+    from rag_eval_pipeline.evaluation.candidates import outputs_from_text, outputs_text
+
+    truths = {g["qa_id"]: g["ground_truth"] for g in golden}
+    answered = [o for o in outputs_from_text(outputs_text(outputs), golden) if o.status == OK]
+    return [EvalItem(o.qa_id, o.question, o.answer, o.contexts, truths[o.qa_id]) for o in answered]
 
 
 def _outputs_file(outputs: str):
@@ -294,6 +393,7 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
     verdict = str(report["verdict_overall"].iloc[0])
     failing = report.loc[report["verdict"] == "regressed", "metric"].tolist()
     unmeasured = report.loc[report["verdict"] == "unmeasured"]
+    undecided = report.loc[report["verdict"] == "undecided"]  # --decide-on ppi: an interval straddles a tolerance
     if junit:
         click.echo(f"JUnit XML: {write_junit(report, f'rag-eval gate {tenant}/{version}', junit)}")
     click.echo(
@@ -302,6 +402,8 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
     )
     for metric, note in zip(unmeasured["metric"], unmeasured["note"]):
         click.echo(f"unmeasured {metric}: {note}")
+    for metric, note in zip(undecided["metric"], undecided["note"]):
+        click.echo(f"undecided {metric}: {note}")
     click.echo(f"baseline: {report['baseline_commit'].iloc[0]}")
     if "re-scored" in report["baseline_source"].iloc[0]:
         click.echo(f"note: {report['baseline_source'].iloc[0].split('; ', 1)[1]}")
@@ -314,6 +416,8 @@ def _print_verdict(warehouse, tenant: str, version: str, commit: str, run_id: st
     if outcome == BLOCKS:
         return EXIT_BLOCKED
     why = f"{', '.join(unmeasured['metric'])} measured on too few items (see above)" if len(unmeasured) else verdict
+    if len(undecided) and not len(unmeasured):
+        why = f"the PPI intervals of {', '.join(undecided['metric'])} straddle their tolerance (see above)"
     click.echo(f"error: the gate cannot decide on commit {commit} ({tenant}/{version}): {why}", err=True)
     return EXIT_ERROR
 

@@ -19,6 +19,7 @@ import click
 from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_RATE_LIMIT_BUDGET_S,
     DEFAULT_TIMEOUT_S,
     JUDGE_MODES,
     RESPONSE_FORMATS,
@@ -26,7 +27,7 @@ from rag_eval_pipeline.core.defaults import (
 
 if TYPE_CHECKING:
     from rag_eval_pipeline.core.llm.client import LLMSettings
-    from rag_eval_pipeline.settings import Settings
+    from rag_eval_pipeline.settings import JudgeSettings, Settings
     from rag_eval_pipeline.stores import Stores
     from rag_eval_pipeline.stores.protocols import ResultsStore
 
@@ -77,7 +78,14 @@ class JudgeOptions:
     concurrency: int
     timeout_s: float
     max_retries: int
+    rate_limit_budget_s: float
+    priority: int | None
     cache: str
+
+    @classmethod
+    def from_settings(cls, judge: JudgeSettings) -> JudgeOptions:
+        """The options a command without judge options (the gate) runs with: the settings' own."""
+        return cls(**{field: getattr(judge, field) for _, field, _ in _JUDGE_OPTIONS})
 
     def llm_settings(self) -> LLMSettings:
         from rag_eval_pipeline.core.llm.client import LLMSettings
@@ -90,12 +98,21 @@ class JudgeOptions:
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
+            rate_limit_budget_s=self.rate_limit_budget_s,
+            priority=self.priority,
         )
 
 
 _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the settings
     ("--judge", "kind", dict(type=click.Choice(["offline", "llm"]), help="default: RAG_EVAL_JUDGE, else offline")),
-    ("--base-url", "base_url", dict(help="the OpenAI-compatible server (default: RAG_EVAL_JUDGE_BASE_URL)")),
+    (
+        "--base-url",
+        "base_url",
+        dict(
+            help="the OpenAI-compatible server; replicas of one model comma-separated, taking the calls in turn "
+            "(default: RAG_EVAL_JUDGE_BASE_URL)"
+        ),
+    ),
     ("--model", "model", dict(help="default: RAG_EVAL_JUDGE_MODEL")),
     ("--api-key", "api_key", dict(help="default: RAG_EVAL_JUDGE_API_KEY, else none needed")),
     (
@@ -134,9 +151,27 @@ _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the se
         "max_retries",
         dict(
             type=int,
-            help="retries of a call on HTTP 408/409/429/5xx, a connection error, a timeout or an HTTP 200 "
+            help="retries of a call on HTTP 408/409/5xx (not 503), a connection error, a timeout or an HTTP 200 "
             "that is no chat completion, with jittered "
             f"backoff that honours Retry-After (default: RAG_EVAL_JUDGE_MAX_RETRIES, else {DEFAULT_MAX_RETRIES})",
+        ),
+    ),
+    (
+        "--rate-limit-budget-s",
+        "rate_limit_budget_s",
+        dict(
+            type=float,
+            help="seconds a call may spend retrying HTTP 429 and 503, waiting what Retry-After asks "
+            f"(default: RAG_EVAL_JUDGE_RATE_LIMIT_BUDGET_S, else {DEFAULT_RATE_LIMIT_BUDGET_S:g})",
+        ),
+    ),
+    (
+        "--priority",
+        "priority",
+        dict(
+            type=int,
+            help="vLLM's request priority, lower first; needs a server started with --scheduling-policy priority "
+            "(default: RAG_EVAL_JUDGE_PRIORITY, else not sent)",
         ),
     ),
     (

@@ -36,6 +36,12 @@ NO_API_KEY = "not-needed"  # servers without authentication accept any key; the 
 DEFAULT_TIMEOUT_S = 90.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_CONCURRENCY = 4
+# HTTP 429 and 503 are back-pressure (a rate limit, a server still loading or full): a call keeps retrying
+# them, waiting what Retry-After asks (at most MAX_RETRY_AFTER_S at a time), while its time stays within
+# this budget; max_retries does not count them.
+DEFAULT_RATE_LIMIT_BUDGET_S = 300.0
+MAX_RETRY_AFTER_S = 60.0
+Tier = Literal["small", "large"]  # of tenants (automation/queues.py); the judge may set a priority per tier
 
 # The question types of a synthesized golden set, and their shares.
 DEFAULT_MIX = {"simple": 0.4, "reasoning": 0.2, "multi_context": 0.25, "unanswerable": 0.15}

@@ -3,23 +3,33 @@
 Production points it at vLLM (`response_format="json_schema"`); the llama.cpp server needs
 `json_object_schema`. `JudgeResource.from_settings` builds it from the RAG_EVAL_JUDGE_* settings
 (see the README). Its fields are typed, so Dagster refuses a bad kind, mode or format at launch. Its
-call cache holds the run's tenant's entries only, as the embedder's (resources/embedder.py).
+call cache holds the run's tenant's entries only, as the embedder's (resources/embedder.py). Within a
+run, every request carries the tenant's `cache_salt` (vLLM never shares prefix-cache blocks between
+tenants) and the priority of the tenant's tier when one is set.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import get_args
 
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
-from rag_eval_pipeline.core.defaults import JudgeKind, JudgeMode, ResponseFormat
+from rag_eval_pipeline.core.defaults import JudgeKind, JudgeMode, ResponseFormat, Tier
 from rag_eval_pipeline.core.judging.judge import Judge, OfflineJudge
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
 from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
-from rag_eval_pipeline.resources.embedder import OUTSIDE_RUNS, CacheTenant, EmbedderResource, cache_tenant
+from rag_eval_pipeline.core.text import sha256
+from rag_eval_pipeline.resources.embedder import (
+    OUTSIDE_RUNS,
+    CacheTenant,
+    EmbedderResource,
+    cache_tenant,
+    run_cache_tenant,
+)
 from rag_eval_pipeline.settings import JUDGE_VARIABLES, JudgeSettings
 
 _DEFAULT = JudgeSettings()  # the defaults live in the settings, and only there
@@ -49,17 +59,45 @@ class JudgeResource(ConfigurableResource):
     max_retries: int = Field(
         default=_DEFAULT.max_retries,
         ge=0,
-        description="Retries of a call on HTTP 408, 409, 429, 5xx, a connection error or a timeout (jittered backoff, Retry-After honoured).",
+        description="Retries of a call on HTTP 408, 409, 5xx but 503, a connection error or a timeout (jittered backoff, Retry-After honoured).",
+    )
+    rate_limit_budget_s: float = Field(
+        default=_DEFAULT.rate_limit_budget_s,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds one call may spend retrying HTTP 429 and 503, waiting what Retry-After asks.",
+    )
+    priority: int | None = Field(
+        default=_DEFAULT.priority, description="vLLM's request priority (lower first); None: not sent."
+    )
+    priority_by_tier: dict[str, int] = Field(
+        default_factory=dict,
+        description="vLLM's request priority by the run's tenant tier (small, large); others get priority.",
     )
     concurrency: int = Field(default=_DEFAULT.concurrency, ge=1)
     cache_path: str = Field(
         default=_DEFAULT.cache, description="On-disk cache of judge calls; empty keeps it in memory."
     )
 
+    @field_validator("priority_by_tier")
+    @classmethod
+    def _known_tiers(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(get_args(Tier)))  # a Map of Literal keys is no Dagster config type
+        if unknown:
+            raise ValueError(f"priority_by_tier names tiers {unknown}; known: {', '.join(get_args(Tier))}")
+        return value
+
     _cache_tenant: CacheTenant = PrivateAttr(default=OUTSIDE_RUNS)
+    _tenant: str | None = PrivateAttr(default=None)  # the run's tenant, shared caches or not
+    _tier: Tier | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._cache_tenant = cache_tenant(context)
+        if context.run is not None:
+            from rag_eval_pipeline.automation.queues import tier_of
+
+            self._tenant = run_cache_tenant(context.run, shared_across_tenants=False).name
+            self._tier = tier_of(self._tenant) if self._tenant else None
 
     @classmethod
     def from_settings(
@@ -91,6 +129,9 @@ class JudgeResource(ConfigurableResource):
             response_format=judge.response_format,
             timeout_s=judge.timeout_s,
             max_retries=judge.max_retries,
+            rate_limit_budget_s=judge.rate_limit_budget_s,
+            priority=judge.priority,
+            priority_by_tier={str(tier): value for tier, value in judge.priority_by_tier.items()},
             concurrency=judge.concurrency,
             base_url=text["base_url"],
             model=text["model"],
@@ -124,4 +165,13 @@ class JudgeResource(ConfigurableResource):
             response_format=self.response_format,
             concurrency=self.concurrency,
             max_retries=self.max_retries,
+            rate_limit_budget_s=self.rate_limit_budget_s,
+            cache_salt=tenant_cache_salt(self._tenant) if self._tenant else None,
+            priority=self.priority_by_tier.get(self._tier, self.priority) if self._tier else self.priority,
         )
+
+
+def tenant_cache_salt(tenant: str) -> str:
+    """vLLM's prefix-cache salt of a tenant's requests: another tenant's never match it, so no KV block of
+    one tenant's prompts serves another's (whose time to first token would tell what was asked)."""
+    return sha256(f"rag-eval tenant {tenant}")

@@ -104,11 +104,11 @@ def _failing_run(server: FakeOpenAIServer, cache: LLMCallCache, embedder, **sett
     return message
 
 
-def test_a_server_that_keeps_answering_503_stops_the_run_after_its_retries(embedder, tmp_path):
+def test_a_server_that_keeps_answering_500_stops_the_run_after_its_retries(embedder, tmp_path):
     cache = LLMCallCache(tmp_path / "calls.sqlite")
-    with FakeOpenAIServer(default=Reply(503, "loading model", headers=FAST)) as server:
+    with FakeOpenAIServer(default=Reply(500, "internal error", headers=FAST)) as server:
         message = _failing_run(server, cache, embedder, max_retries=2)
-    assert "HTTP 503 (loading model) after 3 attempts" in message
+    assert "HTTP 500 (internal error) after 3 attempts" in message
     assert (
         f"0 finished call(s) are kept in the call cache {tmp_path / 'calls.sqlite'} and 2 call(s) were not sent"
         in message
@@ -142,7 +142,7 @@ def test_a_connection_refused_mid_run_keeps_what_finished_and_a_rerun_resumes(em
 def test_calls_in_flight_when_another_fails_still_finish_and_are_cached(embedder):
     cache = LLMCallCache()
     slow_answer = Reply(200, GOOD.content, delay_s=1.0)
-    with FakeOpenAIServer([slow_answer], default=Reply(503, "overloaded", headers=FAST)) as server:
+    with FakeOpenAIServer([slow_answer], default=Reply(500, "overloaded", headers=FAST)) as server:
         _failing_run(server, cache, embedder, concurrency=2, max_retries=1)
     assert len(cache) == 1  # the slow call ended after the other had failed for good, and was kept
     assert _rerun_requests(cache, embedder) == 2

@@ -217,6 +217,9 @@ def test_the_resource_defaults_are_the_settings_defaults():
         "response_format",
         "timeout_s",
         "max_retries",
+        "rate_limit_budget_s",
+        "priority",
+        "priority_by_tier",
         "concurrency",
     ):
         assert getattr(resource, field) == getattr(defaults, field), field

@@ -217,7 +217,7 @@ def test_an_answer_leaked_into_the_question_is_a_failure():
 
 def test_a_server_that_keeps_answering_503_stops_the_run_naming_the_generator_and_url():
     with FakeOpenAIServer(default=Reply(503, "loading model", headers={"retry-after-ms": "10"})) as server:
-        generator = fake_generator(server, max_retries=2)
+        generator = fake_generator(server, max_retries=2, rate_limit_budget_s=0.5)  # 503 is retried while it lasts
         with pytest.raises(GeneratorUnavailable, match=rf"generator.*{server.base_url.replace('.', '[.]')}.*HTTP 503"):
             generator.generate([TASKS[SIMPLE]])
     assert issubclass(GeneratorUnavailable, LLMUnavailable)  # existing "server down" handlers still apply

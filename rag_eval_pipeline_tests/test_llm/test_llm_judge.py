@@ -212,10 +212,15 @@ def test_a_503_is_retried_and_a_400_is_not():
 
 
 def test_a_verdict_count_that_does_not_match_is_unmeasured(embedder):
+    # A server that ignores the schema's exact lengths: the reply fails validation, is asked again, then unmeasured.
     reply = json.dumps({"sentence_verdicts": [1, 0, 1], "chunk_relevance": [1]})
-    with FakeOpenAIServer([(200, reply, "stop")]) as server:
+    with FakeOpenAIServer([(200, reply, "stop")] * 2) as server:
         judge = LLMJudge(StructuredLLM(LLMSettings(base_url=server.base_url, model="fake")))
         results, _ = score_items(ITEMS[:1], judge, embedder, ("context_recall", "context_precision"))
     recall, precision = results[0]
-    assert recall.status == "unmeasured" and recall.reason == "3 verdicts for 1 reference sentences"
-    assert precision.status == "unmeasured" and precision.reason == "1 relevance verdicts for 2 retrieved chunks"
+    for result in (recall, precision):
+        assert result.status == "unmeasured" and "sentence_verdicts" in result.reason, result
+        assert "does not match the ground_truth schema" in result.reason and "after one retry" in result.reason
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]["properties"]
+    assert (schema["sentence_verdicts"]["minItems"], schema["sentence_verdicts"]["maxItems"]) == (1, 1)
+    assert (schema["chunk_relevance"]["minItems"], schema["chunk_relevance"]["maxItems"]) == (2, 2)

@@ -7,18 +7,27 @@ Decomposed mode (2 calls for the four core metrics, whatever the number of chunk
 When only one of faithfulness / answer relevance is asked for, its half of `answer` is asked alone
 (answer_statements or generated_questions). Optional: context_relevance (contextual relevancy),
 correctness (answer correctness). Fused mode: both in a single call per item.
-Verdict lists are checked against what was asked: a wrong count makes that judgement a failure.
-The judge's name carries a hash of its prompts and reply schemas, so an edit to them is a new judge.
+Each request's reply schema asks for exactly as many verdicts as the item has reference sentences,
+chunks, answer statements or questions (minItems = maxItems), so a grammar-constrained server (vLLM,
+llama.cpp) cannot return another count; the reply is validated against that schema, and the counts are
+checked again: a wrong count makes that judgement a failure. Statement lists, whose length is not known
+before the call, get at least one statement for a text with words and a ceiling against a model looping.
+The judge's name carries a hash of its prompts and reply schemas' shapes, so an edit to them is a new judge.
+`plan_calls` renders the requests a run would send, without sending them: the dry runs' cost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
-from typing import Literal, cast
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from rag_eval_pipeline.core.defaults import DEFAULT_JUDGE_MODE, JUDGE_MODES
 from rag_eval_pipeline.core.judging.judgement import (
@@ -37,7 +46,7 @@ from rag_eval_pipeline.core.judging.judgement import (
 )
 from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
-from rag_eval_pipeline.core.llm.cache import LLMCallCache
+from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
 from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
 from rag_eval_pipeline.core.text import is_noncommittal, split_sentences
 
@@ -151,13 +160,67 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 }
 
 
+# The lists whose length is known before the call, and the field of `_fields` that says it: the reply
+# schema asks for exactly that many items.
+EXACT_LENGTHS = {
+    "questions": "n_questions",
+    "sentence_verdicts": "n_sentences",
+    "chunk_relevance": "n_chunks",
+    "truth_verdicts": "n_sentences",
+    "answer_verdicts": "n_claims",
+}
+# Statement lists: at most one statement per WORDS_PER_STATEMENT words of their text (at least
+# MIN_STATEMENT_CEILING, at most MAX_STATEMENTS), so a small model looping inside the list must close it.
+WORDS_PER_STATEMENT = 3
+MIN_STATEMENT_CEILING = 4
+MAX_STATEMENTS = 64
+# Fixed lengths for the prompt version's schemas: any will do, as long as they do not vary per item.
+SHAPE_FIELDS = {"n_sentences": 2, "n_chunks": 3, "n_claims": 4, "answer": "one two three four five", "context": "[1] x"}
+
+
+def reply_schema(kind: str, fields: dict) -> type[BaseModel]:
+    """The reply model of one request: the kind's schema with each list bounded by what `fields` say."""
+    base = SCHEMAS[kind]
+    return _bounded(base, _bounds(base, kind, fields))
+
+
+def _bounds(base: type[BaseModel], kind: str, fields: dict) -> tuple[tuple[str, int, int], ...]:
+    bounds = []
+    for name in base.model_fields:
+        if name in EXACT_LENGTHS:
+            length = fields[EXACT_LENGTHS[name]]
+            bounds.append((name, length, length))
+        elif name == "statements":
+            text = fields["context"] if kind == CONTEXT_RELEVANCE else fields["answer"]
+            bounds.append((name, *_statement_bounds(text)))
+    return tuple(bounds)
+
+
+def _statement_bounds(text: str) -> tuple[int, int]:
+    """At least one statement from a text with words (none found is a failure anyway), and a ceiling."""
+    words = len(text.split())
+    if not words:
+        return 0, 0
+    return 1, min(MAX_STATEMENTS, max(MIN_STATEMENT_CEILING, math.ceil(words / WORDS_PER_STATEMENT)))
+
+
+@functools.lru_cache(maxsize=512)
+def _bounded(base: type[BaseModel], bounds: tuple[tuple[str, int, int], ...]) -> type[BaseModel]:
+    """A subclass of base (same name, so the same schema title) whose lists have those lengths."""
+    fields: dict[str, Any] = {
+        name: (base.model_fields[name].annotation, Field(min_length=low, max_length=high)) for name, low, high in bounds
+    }
+    return create_model(base.__name__, __base__=base, **fields)
+
+
 def prompt_version(n_questions: int) -> str:
     """A short hash of everything that shapes what the judge is asked: templates, message layout,
-    reply schemas, the reminder of a retried call and the number of questions. Computed, not bumped
-    by hand, so no prompt edit can keep an old version."""
+    reply schemas (their shapes, with fixed lengths), the reminder of a retried call and the number of
+    questions. Computed, not bumped by hand, so no prompt edit can keep an old version."""
+    shape = {**SHAPE_FIELDS, "n_questions": n_questions}
     material = {
         "prompts": PROMPTS,
-        "schemas": {kind: schema.model_json_schema() for kind, schema in SCHEMAS.items()},
+        "schemas": {kind: reply_schema(kind, shape).model_json_schema() for kind in SCHEMAS},
         "layout": _messages(_numbered(["first", "second"])),
         "retry_reminder": RETRY_REMINDER,
         "n_questions": n_questions,
@@ -203,14 +266,7 @@ class LLMJudge:
     async def _judge(self, item: EvalItem, needs: set[str], limit: asyncio.Semaphore) -> Judgement:
         judgement = Judgement()
         truth = split_sentences(item.ground_truth)
-        fields = _fields(item, truth, self.n_questions)
-
-        async def call(kind: str, **more_fields) -> CallResult:
-            messages = _messages(PROMPTS[kind].format(**fields, **more_fields))
-            async with limit:
-                result = await self.llm.call(kind, messages, SCHEMAS[kind])
-            add_usage(judgement.usage, kind, result.usage)
-            return result
+        call = self._caller(_fields(item, truth, self.n_questions), judgement, limit)
 
         triad = {ANSWER_STATEMENTS, GENERATED_QUESTIONS, GROUND_TRUTH_SUPPORT, CHUNK_RELEVANCE}
         tasks = []
@@ -232,6 +288,19 @@ class LLMJudge:
         if CORRECTNESS in needs:  # reuses the answer's statements, so it runs after them
             await self._correctness(item, truth, call, judgement)
         return judgement
+
+    def _caller(self, fields: dict, judgement: Judgement, limit: asyncio.Semaphore):
+        """One item's calls: the kind's prompt and reply schema, filled with the item's fields."""
+
+        async def call(kind: str, **more_fields) -> CallResult:
+            request_fields = {**fields, **more_fields}
+            messages = _messages(PROMPTS[kind].format(**request_fields))
+            async with limit:
+                result = await self.llm.call(kind, messages, reply_schema(kind, request_fields))
+            add_usage(judgement.usage, kind, result.usage)
+            return result
+
+        return call
 
     async def _answer(self, item, call, judgement) -> None:
         result = await call("answer")
@@ -365,3 +434,145 @@ def _truth_and_chunks(result: CallResult, truth: list[str], item: EvalItem):
 
 def _messages(prompt: str) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+
+
+# --- the calls a run would make, without making them ---------------------------------------------------
+
+NOT_SENT_IN_A_PLAN = "not sent: a dry run"
+CHARS_PER_TOKEN = 4  # a rough average for English prompts; the plan says its token counts are approximate
+STAND_IN = "?"  # the answer of an item whose answer is not known before the run
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    kind: str
+    key: str  # the call cache's key: the sha256 of the request as it would be sent
+    cached: bool  # answered by the call cache: nothing sent
+    prompt_chars: int
+    estimated: bool = False  # rendered from stand-in statements (the answer's sentences), not the judge's
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    judge: str
+    items: int
+    calls: tuple[PlannedCall, ...]
+    max_tokens: int
+
+    def by_kind(self) -> dict[str, dict[str, int]]:
+        """Per call kind: calls needed, answered by the cache, to send, approximate prompt tokens of those
+        to send, and their completion tokens at most (max_tokens each, before any retry)."""
+        kinds: dict[str, dict[str, int]] = {}
+        for call in self.calls:
+            row = kinds.setdefault(call.kind, dict.fromkeys(PLAN_COLUMNS, 0))
+            row["calls"] += 1
+            row["cached"] += call.cached
+            row["estimated"] += call.estimated
+            if not call.cached:
+                row["to_send"] += 1
+                row["prompt_tokens"] += math.ceil(call.prompt_chars / CHARS_PER_TOKEN)
+                row["completion_tokens_at_most"] += self.max_tokens
+        return kinds
+
+    def describe(self) -> str:
+        """The plan as the dry runs print it: a line, a table per call kind, the caveats."""
+        kinds = self.by_kind()
+        total = {column: sum(row[column] for row in kinds.values()) for column in PLAN_COLUMNS}
+        lines = [
+            f"{total['calls']} LLM calls for {self.items} items (judge {self.judge}): "
+            f"{total['cached']} answered by the call cache, {total['to_send']} to send",
+            "| call kind | calls | cached | to send | prompt tokens (approx.) | completion tokens (at most) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for kind, row in [*sorted(kinds.items()), ("total", total)]:
+            lines.append(
+                f"| {kind} | {row['calls']} | {row['cached']} | {row['to_send']} | "
+                f"{row['prompt_tokens']:,} | {row['completion_tokens_at_most']:,} |"
+            )
+        lines.append(
+            f"prompt tokens: rendered prompt characters / {CHARS_PER_TOKEN}, approximate; completion tokens: "
+            f"max_tokens ({self.max_tokens}) per call to send, more if a reply is retried"
+        )
+        if total["estimated"]:
+            lines.append(
+                f"{total['estimated']} {CORRECTNESS} call(s) estimated: their prompts list the answer's sentences, "
+                "as the answer statements they depend on are not cached"
+            )
+        return "\n".join(lines)
+
+
+PLAN_COLUMNS = ("calls", "cached", "estimated", "to_send", "prompt_tokens", "completion_tokens_at_most")
+
+
+class _Planner(StructuredLLM):
+    """Renders each call exactly as StructuredLLM sends it and looks its key up in the cache; sends nothing."""
+
+    def __init__(self, settings: LLMSettings, cache: LLMCallCache):
+        super().__init__(settings, cache)
+        self.planned: list[PlannedCall] = []
+        self.estimating = False
+
+    def open(self) -> None:
+        self._start_run()
+
+    async def close(self) -> None:
+        return None
+
+    async def call(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> CallResult:
+        key = request_key(self._request(kind, messages, schema))
+        cached = self.cache.get(key)
+        chars = sum(len(message["content"]) for message in messages)
+        self.planned.append(PlannedCall(kind, key, cached is not None, chars, self.estimating))
+        if cached is None:
+            return CallResult(None, NOT_SENT_IN_A_PLAN)
+        return CallResult(schema.model_validate_json(cached[0]))  # what a run gets: later calls follow from it
+
+
+def plan_calls(
+    items: list[EvalItem],
+    needs: set[str],
+    settings: LLMSettings,
+    mode: str = DEFAULT_JUDGE_MODE,
+    n_questions: int = 3,
+    cache: LLMCallCache | None = None,
+) -> CallPlan:
+    """The calls `LLMJudge` would make for the items: the same code renders the same requests, and each is
+    looked up in the cache instead of being sent. A correctness call depends on the answer statements of
+    another call; when those are not cached, it is rendered with the answer's sentences in their place."""
+    planner = _Planner(settings, cache if cache is not None else LLMCallCache())
+    judge = LLMJudge(planner, mode=mode, n_questions=n_questions)
+    judgements = judge.judge_many(items, needs)
+    if CORRECTNESS in needs:
+        planner.estimating = True
+        asyncio.run(_estimate_correctness(judge, items, judgements))
+    return CallPlan(judge.name, len(items), tuple(planner.planned), settings.max_tokens)
+
+
+async def _estimate_correctness(judge: LLMJudge, items: list[EvalItem], judgements: list[Judgement]) -> None:
+    limit = asyncio.Semaphore(1)
+    for item, judgement in zip(items, judgements):
+        statements = judgement.answer_statements
+        if not (isinstance(statements, Failure) and statements.reason == NOT_SENT_IN_A_PLAN):
+            continue
+        stand_in = StatementVerdicts(
+            statements=[StatementVerdict(statement=s, verdict=1) for s in split_sentences(item.answer)]
+        )
+        judgement.answer_statements = _answer_verdicts(CallResult(stand_in), item.answer)
+        truth = split_sentences(item.ground_truth)
+        call = judge._caller(_fields(item, truth, judge.n_questions), judgement, limit)
+        await judge._correctness(item, truth, call, judgement)
+
+
+def stand_in_item(qa_id: str, question: str, ground_truth: str) -> EvalItem:
+    """A golden item before its candidate answered: a one-character answer and one empty chunk stand in
+    for what is not known yet, so a plan counts the calls a real answer makes (its prompts exclude them)."""
+    return EvalItem(qa_id, question, STAND_IN, [{"id": "", "text": ""}], ground_truth)
+
+
+def cache_for_plan(location: str, tenant: str | None = None) -> LLMCallCache:
+    """The call cache a run would read; a cache file that does not exist yet is not created by a plan."""
+    from rag_eval_pipeline.stores.cache import is_url
+
+    if location and not is_url(location) and not Path(location).is_file():
+        return LLMCallCache()
+    return LLMCallCache(location or None, tenant=tenant)
