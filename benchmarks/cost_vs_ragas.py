@@ -514,6 +514,13 @@ def _warm_up(base_url: str, model: str) -> None:
 # --- report ------------------------------------------------------------------------------------------
 
 
+def calls_per_valid_value(side: dict) -> float | None:
+    """Calls per metric value that came back scored: a call whose reply left its metric unmeasured bought nothing."""
+    calls = side["four_metrics"]["calls_per_triplet"] * side["triplets"]
+    valid = sum(m["scored"] for m in side["per_metric"].values())
+    return round(calls / valid, 3) if valid else None
+
+
 def ratios(ours: dict, ragas_out: dict) -> dict:
     table = {}
     for mode, side in ours.items():
@@ -532,7 +539,12 @@ def ratios(ours: dict, ragas_out: dict) -> dict:
                     "completion_tokens_per_triplet",
                 ),
                 "wall_ratio": _ratio(side["four_metrics"], peer["four_metrics"], "wall_s_per_triplet"),
+                "ours_calls_per_valid_value": calls_per_valid_value(side),
+                "ragas_calls_per_valid_value": calls_per_valid_value(peer),
             }
+            entry = table[f"{mode}/{variant}"]
+            a_valid, b_valid = entry["ours_calls_per_valid_value"], entry["ragas_calls_per_valid_value"]
+            entry["valid_value_ratio"] = round(a_valid / b_valid, 3) if a_valid and b_valid else None
     return table
 
 
@@ -645,6 +657,10 @@ def print_table(report: dict) -> None:
             f"calls ours/ragas {pair:<32} {r['ours_calls_per_triplet']} / {r['ragas_calls_per_triplet']} = {r['ratio']}"
             f"  (<= 1/3: {r['meets_one_third']}; tokens {r['token_ratio']}, wall {r['wall_ratio']};"
             f" if no cache hit {r['ratio_if_no_cache_hit']})"
+        )
+        print(
+            f"calls per valid value {pair:<27} {r['ours_calls_per_valid_value']} / {r['ragas_calls_per_valid_value']}"
+            f" = {r['valid_value_ratio']}"
         )
 
 
@@ -765,6 +781,11 @@ def main() -> None:
     if ours_before:
         report["before"] = {"commit": args.before, "judge": "llm_judge.py at that commit", "ours": ours_before}
         report["measured_per_metric"] = measured_per_metric(ours_before, ours)
+        report["calls_per_valid_value_before_after"] = {
+            mode: {"before": calls_per_valid_value(ours_before[mode]), "after": calls_per_valid_value(ours[mode])}
+            for mode in ours
+            if mode in ours_before
+        }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print_table(report)

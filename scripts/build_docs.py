@@ -524,6 +524,9 @@ def _cost_vs_ragas(data: dict) -> str:
             r.get("token_ratio"),
             r.get("wall_ratio"),
             r.get("meets_one_third"),
+            r.get("ours_calls_per_valid_value"),
+            r.get("ragas_calls_per_valid_value"),
+            r.get("valid_value_ratio"),
         ]
         for pair, r in data.get("ratios", {}).items()
     ]
@@ -536,7 +539,20 @@ def _cost_vs_ragas(data: dict) -> str:
         + table(["side", "triplets", "calls", "prompt tokens", "completion tokens", "wall s"], rows)
         + f"\nTarget: {data.get('target')}.\n\n"
         + (
-            table(["ours / ragas", "calls ratio", "if no cache hit", "tokens ratio", "wall ratio", "meets 1/3"], ratios)
+            table(
+                [
+                    "ours / ragas",
+                    "calls ratio",
+                    "if no cache hit",
+                    "tokens ratio",
+                    "wall ratio",
+                    "meets 1/3",
+                    "ours calls per valid value",
+                    "ragas calls per valid value",
+                    "ratio per valid value",
+                ],
+                ratios,
+            )
             if ratios
             else "No ragas side in this run.\n"
         )
@@ -555,8 +571,18 @@ def _measured_before_after(data: dict) -> str:
         for metric, m in metrics.items()
     ]
     commit = _get(data, "before", "commit")
-    return f"\nTriplets measured (scored, not unmeasured), judge at {commit} and this one:\n\n" + table(
-        ["mode", "metric", "triplets", f"measured at {commit}", "measured now"], rows
+    per_valid = [
+        [mode, v.get("before"), v.get("after")] for mode, v in data.get("calls_per_valid_value_before_after", {}).items()
+    ]
+    return (
+        f"\nTriplets measured (scored, not unmeasured), judge at {commit} and this one:\n\n"
+        + table(["mode", "metric", "triplets", f"measured at {commit}", "measured now"], rows)
+        + (
+            "\nOur calls per valid (scored) metric value, before and after:\n\n"
+            + table(["mode", f"at {commit}", "now"], per_valid)
+            if per_valid
+            else ""
+        )
     )
 
 
