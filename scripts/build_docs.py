@@ -572,7 +572,8 @@ def _measured_before_after(data: dict) -> str:
     ]
     commit = _get(data, "before", "commit")
     per_valid = [
-        [mode, v.get("before"), v.get("after")] for mode, v in data.get("calls_per_valid_value_before_after", {}).items()
+        [mode, v.get("before"), v.get("after")]
+        for mode, v in data.get("calls_per_valid_value_before_after", {}).items()
     ]
     return (
         f"\nTriplets measured (scored, not unmeasured), judge at {commit} and this one:\n\n"
