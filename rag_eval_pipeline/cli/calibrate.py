@@ -16,6 +16,7 @@ from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.cli.options import JudgeOptions, judge_options, progress_logging, results_store
 from rag_eval_pipeline.core.defaults import ALL_METRICS, JUDGED_METRICS
 
+MAX_K = 10_000  # a cut-off beyond any retriever's ranked list; larger numbers overflow the stored integer
 COLUMNS = (  # header, summary field, width
     ("accuracy@best [95% CI] (threshold)", "accuracy_best", 36),
     ("accuracy@0.5 [95% CI]", "accuracy_at_half", 24),
@@ -40,6 +41,7 @@ COLUMNS = (  # header, summary field, width
 def calibrate(labels_path: Path | None, tenant: str | None, metrics: str, k: int, judge: JudgeOptions) -> int:
     from rag_eval_pipeline.cli.files import build_judge
     from rag_eval_pipeline.evaluation import calibration as cal
+    from rag_eval_pipeline.evaluation.labels import read_labels
 
     chosen = _checked_arguments(labels_path, tenant, metrics, k, judge)
     labelled = cal.read_labels_file(labels_path) if labels_path else []
@@ -54,9 +56,11 @@ def calibrate(labels_path: Path | None, tenant: str | None, metrics: str, k: int
         if store is None or tenant is None:
             calibration = cal.calibrate(labelled, scorer, embedder, identity)
         else:
-            if labelled and labels_path is not None:
-                _store_labels(store, tenant, labelled, labels_path)
-            calibration = cal.calibrate_tenant(store, tenant, scorer, embedder, identity)
+            rows = _label_rows(labelled, labels_path)
+            calibration = cal.calibrate_tenant(store, tenant, scorer, embedder, identity, rows)
+            if rows and labels_path is not None:
+                stored = len(read_labels(store, tenant))
+                click.echo(f"{len(rows)} labels of {labels_path.name} added to {tenant}'s labels ({stored} in all)")
     _print(calibration, tenant)
     return 0
 
@@ -81,6 +85,8 @@ def _checked_arguments(
     for option, value in (("--k", k), ("--concurrency", judge.concurrency)):
         if value < 1:
             raise BadInput(f"{option} must be at least 1, got {value}")
+    if k > MAX_K:
+        raise BadInput(f"--k must be at most {MAX_K}, got {k}")
     if labels_path is not None:
         check_format(labels_path, "labels")
     return chosen
@@ -95,12 +101,12 @@ def _check_label_metrics(labelled, chosen: tuple[str, ...]) -> None:
         )
 
 
-def _store_labels(store, tenant: str, labelled, labels_path: Path) -> None:
-    from rag_eval_pipeline.evaluation.labels import label_rows, store_labels
+def _label_rows(labelled, labels_path: Path | None) -> list[dict]:
+    """The labels file's labels as the tenant's label rows (stored with the calibration, never before it)."""
+    from rag_eval_pipeline.evaluation.labels import label_rows
 
-    rows = [row for e in labelled for row in label_rows(e.item, e.labels, labels_path.name, pair_id=e.pair_id)]
-    stored = store_labels(store, tenant, rows)
-    click.echo(f"{len(rows)} labels of {labels_path.name} added to {tenant}'s labels ({len(stored)} in all)")
+    source = labels_path.name if labels_path is not None else ""
+    return [row for e in labelled for row in label_rows(e.item, e.labels, source, pair_id=e.pair_id)]
 
 
 def _print(calibration, tenant: str | None) -> None:

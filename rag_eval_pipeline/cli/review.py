@@ -236,9 +236,12 @@ def _read_review_sheet(path: Path):
     from rag_eval_pipeline.synthesis.review import read_sheet
 
     try:
-        return read_sheet(path)
+        sheet = read_sheet(path)
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise BadInput(f"cannot read --file {path} as a review sheet: {error}") from None
+    if sheet.empty:  # no row (or no column): an empty file is never a review of every item as unreviewed
+        raise BadInput(f"--file {path} holds no rows: fill in a sheet written by `rag-eval review export`")
+    return sheet
 
 
 def _import_labels(tenant: str, sheet, sheet_path: Path) -> int:

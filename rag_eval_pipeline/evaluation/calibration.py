@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import numbers
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,14 @@ from rag_eval_pipeline.core.defaults import ALL_METRICS, JUDGED_METRICS
 from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.core.trust.agreement import FIGURES, agreement
-from rag_eval_pipeline.evaluation.labels import LABEL_SUFFIX, items_with_labels, label_key, read_labels
+from rag_eval_pipeline.evaluation.labels import (
+    LABEL_SUFFIX,
+    items_with_labels,
+    label_key,
+    merged_labels,
+    read_labels,
+    store_labels,
+)
 from rag_eval_pipeline.stores.protocols import ResultsStore
 
 TABLE_PREFIX = "calibration-"
@@ -197,21 +205,31 @@ def _typed_summary(table: pd.DataFrame) -> pd.DataFrame:
 # --- a tenant's calibration: stored and loaded by identity ----------------------------------------------
 
 
-def calibrate_tenant(store: ResultsStore, tenant: str, judge, embedder, identity: JudgeIdentity) -> Calibration:
-    """Calibrate on the tenant's stored labels of the identity's metrics and store the result. Written
-    under the calibration's lock, and only if the labels are still those that were scored: labels stored
-    meanwhile (another import) are scored too, so the stored calibration covers every label."""
+def calibrate_tenant(
+    store: ResultsStore, tenant: str, judge, embedder, identity: JudgeIdentity, new_labels: Sequence[dict] = ()
+) -> Calibration:
+    """Calibrate on the tenant's stored labels of the identity's metrics, with new_labels (label rows)
+    added, and store both. The judge scores first: if it fails, nothing is stored. Written under the
+    calibration's lock, and only if the labels are still those that were scored: labels stored meanwhile
+    (another import) are scored too, so the stored calibration covers every label."""
     for _ in range(SAVE_ATTEMPTS):
-        labels = tenant_labels(store, tenant, identity.metrics)
+        labels = _with_new(store, tenant, identity.metrics, new_labels)
         if labels.empty:
             raise ValueError(f"tenant {tenant} has no labels of {', '.join(identity.metrics)}")
         digest = labels_digest(labels)
         calibration = calibrate(labelled_items(labels), judge, embedder, identity, digest)
         with store.tenant_table_lock(tenant, identity.table):
-            if labels_digest(tenant_labels(store, tenant, identity.metrics)) == digest:
+            if labels_digest(_with_new(store, tenant, identity.metrics, new_labels)) == digest:
+                if new_labels:
+                    store_labels(store, tenant, list(new_labels))
                 _write(store, tenant, calibration)
                 return calibration
     raise TimeoutError(f"{tenant}'s labels changed {SAVE_ATTEMPTS} times while the judge scored them: re-run")
+
+
+def _with_new(store: ResultsStore, tenant: str, metrics: Sequence[str], new_labels: Sequence[dict]) -> pd.DataFrame:
+    labels = merged_labels(read_labels(store, tenant), list(new_labels)) if new_labels else read_labels(store, tenant)
+    return labels[labels["metric"].isin(list(metrics))].reset_index(drop=True)
 
 
 def tenant_labels(store: ResultsStore, tenant: str, metrics: Sequence[str]) -> pd.DataFrame:
@@ -317,18 +335,33 @@ def read_labels_file(path: Path) -> list[LabelledItem]:
         more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
         raise ValueError(f"labels file {path}, {bad[0].where} (id {bad[0].row_id}): {bad[0].reason}{more}")
     by_number = dict(items)
-    labelled = []
+    labelled, first_row = [], {}
     for row in rows:
         labels = {c.removesuffix(LABEL_SUFFIX): v for c in columns if (v := _label(row, c, path)) is not None}
         if labels:
-            labelled.append(LabelledItem(by_number[row.number], labels, _pair_id(row.record.get("pair_id"))))
+            item = by_number[row.number]
+            key = label_key(item)
+            if key in first_row:  # the same texts twice: which label is meant is the team's to say
+                raise ValueError(
+                    f"labels file {path}, {row.where}: the same question, contexts, answer and ground truth "
+                    f"as {first_row[key]}; label each item once"
+                )
+            first_row[key] = row.where
+            labelled.append(LabelledItem(item, labels, _pair_id(row.record.get("pair_id"))))
     if not labelled:
         raise ValueError(f"labels file {path} holds no label: every {LABEL_SUFFIX} cell is empty")
     return labelled
 
 
 def _label_columns(rows, path: Path) -> list[str]:
-    columns = list(dict.fromkeys(key for row in rows for key in row.record if str(key).endswith(LABEL_SUFFIX)))
+    keys = list(dict.fromkeys(str(key) for row in rows for key in row.record))
+    for key in keys:  # a label column misspelt or repeated would be dropped without a word
+        if LABEL_SUFFIX in key.lower() and not key.endswith(LABEL_SUFFIX):
+            raise ValueError(
+                f"labels file {path}, column {key}: not a label column name; name it <metric>{LABEL_SUFFIX} "
+                "(lower case), once per metric"
+            )
+    columns = [key for key in keys if key.endswith(LABEL_SUFFIX)]
     if not columns:
         raise ValueError(
             f"labels file {path} has no label column: name one <metric>{LABEL_SUFFIX}, e.g. faithfulness{LABEL_SUFFIX}"
@@ -346,6 +379,9 @@ def _label_columns(rows, path: Path) -> list[str]:
     return columns
 
 
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _label(row, column: str, path: Path) -> float | None:
     """The cell as a label; None for an empty cell."""
     value = row.record.get(column)
@@ -353,12 +389,16 @@ def _label(row, column: str, path: Path) -> float | None:
         return None
     if isinstance(value, (bool, np.bool_)):
         value = float(value)
-    if isinstance(value, numbers.Real) and math.isnan(float(value)):
+    if isinstance(value, (float, np.floating)) and math.isnan(value):
         return None  # an empty cell of a Parquet or JSONL float column
     try:
+        if isinstance(value, str) and not PLAIN_NUMBER.fullmatch(value.strip()):
+            raise ValueError(value)  # float() also takes "0_1", "nan" and non-ASCII digits
         number = float(value.strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
         number = None
+    except OverflowError:  # an integer too large for a float is outside [0, 1]
+        number = math.inf
     if number is None or not isinstance(value, (str, numbers.Real)):
         raise ValueError(f"labels file {path}, {row.where}, column {column}: {value!r} is not a number")
     if not (math.isfinite(number) and 0 <= number <= 1):

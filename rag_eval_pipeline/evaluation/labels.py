@@ -73,13 +73,17 @@ def read_labels(store: ResultsStore, tenant: str) -> pd.DataFrame:
 def store_labels(store: ResultsStore, tenant: str, rows: list[dict]) -> pd.DataFrame:
     """Add the rows to the tenant's labels in one replace, a newer label of an (item, metric) winning;
     under the table's lock, so two imports at once keep both. The whole table as stored."""
-    new = pd.DataFrame(rows, columns=LABEL_COLUMNS)
     with store.tenant_table_lock(tenant, LABELS_TABLE):
-        old = read_labels(store, tenant)
-        merged = pd.concat([old, new], ignore_index=True) if len(old) else new
-        merged = merged.drop_duplicates(["label_key", "metric"], keep="last").reset_index(drop=True)
+        merged = merged_labels(read_labels(store, tenant), rows)
         store.write_tenant_table(tenant, LABELS_TABLE, merged)
     return merged
+
+
+def merged_labels(old: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+    """The stored labels with the rows added, a newer label of an (item, metric) winning."""
+    new = pd.DataFrame(rows, columns=LABEL_COLUMNS)
+    merged = pd.concat([old, new], ignore_index=True) if len(old) else new
+    return merged.drop_duplicates(["label_key", "metric"], keep="last").reset_index(drop=True)
 
 
 def items_with_labels(labels: pd.DataFrame) -> list[tuple[EvalItem, dict[str, float]]]:

@@ -53,7 +53,9 @@ REVIEW_STAGE = "review"
 MAX_PROBLEMS_SHOWN = 10  # a sheet's problems named in its error; the rest are counted
 MAX_QUOTED_CHARS = 60  # of a cell quoted in a problem
 # What makes a spreadsheet read a cell as a formula (OWASP's list), and the mark that makes it text.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\0")
+# Spaces a spreadsheet may trim before it reads a formula start.
+LEADING_SPACES = " \u00a0"
 TEXT_MARK = "'"
 
 # verify(ground_truth, gold_contexts) -> the reason it is not supported, or None when it is.
@@ -142,7 +144,7 @@ def _unmarked(text: str) -> str:
 def _needs_mark(text: str) -> bool:
     # Text already starting with marks before a formula start gets one more, so that removing one on the
     # way back gives it exactly: nothing the sheet carries changes.
-    return text.lstrip(TEXT_MARK).startswith(FORMULA_STARTS)
+    return text.lstrip(TEXT_MARK).lstrip(LEADING_SPACES).startswith(FORMULA_STARTS)
 
 
 def read_sheet(path: Path | str) -> pd.DataFrame:

@@ -284,6 +284,12 @@ def test_malformed_sheets_are_refused_in_one_line(labelling, tmp_path):
 
     _save(rows[:1], path)
     assert "leave out --version and --new-version" in _one_error_line(_import(env, path, "--version", "v1"))
+
+    empty = tmp_path / "empty.jsonl"  # read as a golden-set review of every item as unreviewed, it published a version
+    empty.write_text("", encoding="utf-8")
+    line = _one_error_line(_import(env, empty, "--version", "v1", "--new-version", "v9"))
+    assert f"--file {empty} holds no rows" in line
+    assert not (warehouse.root / "acme" / "v9").exists()
     assert _no_labels(warehouse)
 
 

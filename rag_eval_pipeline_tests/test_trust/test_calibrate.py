@@ -144,6 +144,22 @@ BAD_FILES = {
         [*_records()[:3], {**_records()[3], "user_input": " "}],
         "line 4 (id r3): missing question",
     ),
+    "a label too large for a float": (
+        [{**_records()[0], "faithfulness_label": 10**400}],
+        "line 1, column faithfulness_label: 1000",
+    ),
+    "a label float() reads but nobody writes": (
+        [{**_records()[0], "faithfulness_label": "0_1"}],
+        "line 1, column faithfulness_label: '0_1' is not a number",
+    ),
+    "a misspelt label column": (
+        [{**r, "Faithfulness_Label": 1} for r in _records()],
+        "column Faithfulness_Label: not a label column name",
+    ),
+    "the same item labelled twice": (
+        [*_records(), {**_records()[0], "id": "again", "faithfulness_label": 0}],
+        "line 6: the same question, contexts, answer and ground truth as line 1; label each item once",
+    ),
     "metric outside --metrics": (
         [{**r, "answer_relevance_label": 1} for r in _records()],
         "labels answer_relevance, not among --metrics (faithfulness)",
@@ -172,6 +188,7 @@ def test_a_bad_labels_file_exits_2_in_one_line_and_stores_nothing(tmp_path, env,
         (("--tenant", "Acme Corp"), "invalid tenant name 'Acme Corp'"),
         (("--tenant", "acme", "--metrics", "faithfulness,bleu"), "unknown metrics ['bleu']"),
         (("--tenant", "acme", "--k", "0"), "--k must be at least 1"),
+        (("--tenant", "acme", "--k", "99999999999999999999"), "--k must be at most 10000"),
         (("--tenant", "acme", "--labels", "labels.txt"), "unsupported format '.txt'"),
         (("--tenant", "acme", "--labels", "missing.jsonl"), "does not exist"),
         (("--tenant", "acme", "--labels", "good.jsonl", "--judge", "llm", "--base-url", ""), "needs a base URL and a"),
@@ -195,6 +212,22 @@ def test_a_bad_file_leaves_the_tenants_labels_and_calibration_as_they_were(tmp_p
     bad = [{**r, "faithfulness_label": 0} for r in _records()[:3]] + [{**_records()[3], "faithfulness_label": -1}]
     done = rag_eval(env, "calibrate", "--labels", _write(tmp_path / "bad.jsonl", bad), "--tenant", "acme")
     assert done.returncode == 2 and "is outside [0, 1]" in done.stderr
+    pd.testing.assert_frame_equal(read_labels(store, "acme"), labels_before)
+    pd.testing.assert_frame_equal(store.read_tenant_table("acme", FAITHFULNESS.table), summary_before)
+
+
+def test_a_judge_that_fails_stores_neither_the_files_labels_nor_a_calibration(tmp_path, env):
+    """Reported: the file's labels were stored before the judge scored them, so a judge server that did not
+    answer left them stored, and the tenant's calibration stale (which refuses a --decide-on ppi gate)."""
+    good = _write(tmp_path / "good.jsonl", _records())
+    assert rag_eval(env, "calibrate", "--labels", good, "--tenant", "acme", "--metrics", "faithfulness").returncode == 0
+    store = _warehouse(env)
+    labels_before, summary_before = read_labels(store, "acme"), store.read_tenant_table("acme", FAITHFULNESS.table)
+    more = _write(tmp_path / "more.jsonl", [{**_records()[0], "response": "Refunds take 14 days.", "id": "new"}])
+    unreachable = ("--judge", "llm", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--max-retries", "0")
+    done = rag_eval(env, "calibrate", "--labels", more, "--tenant", "acme", "--metrics", "faithfulness", *unreachable)
+    assert done.returncode == 2 and "did not answer" in done.stderr, done.stderr
+    assert "added to acme's labels" not in done.stdout
     pd.testing.assert_frame_equal(read_labels(store, "acme"), labels_before)
     pd.testing.assert_frame_equal(store.read_tenant_table("acme", FAITHFULNESS.table), summary_before)
 
