@@ -237,11 +237,12 @@ def run_ours(
     """Our judge (the project's, or judge_module's LLMJudge) over the rows, every request counted."""
     from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.core.judging import llm_judge
+    from rag_eval_pipeline.core.judging.item import EvalItem
     from rag_eval_pipeline.core.judging.judgement import Judgement, total_usage
-    from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
     from rag_eval_pipeline.core.judging.results import unmeasured
     from rag_eval_pipeline.core.llm.cache import LLMCallCache
     from rag_eval_pipeline.core.llm.client import LLMSettings, LLMUnavailable, StructuredLLM
+    from rag_eval_pipeline.core.metrics.scoring import score_items
 
     log: list[dict] = []
 

@@ -46,9 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rag_eval_pipeline.core.embeddings import Embedder  # noqa: E402
+from rag_eval_pipeline.core.judging.item import EvalItem  # noqa: E402
 from rag_eval_pipeline.core.judging.judge import DEFAULT_ABSTENTION, Abstention, OfflineJudge  # noqa: E402
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items  # noqa: E402
 from rag_eval_pipeline.core.judging.results import OK, is_abstention  # noqa: E402
+from rag_eval_pipeline.core.metrics.scoring import score_items  # noqa: E402
 from rag_eval_pipeline.core.text import anchored_share, looks_non_english, word_count  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "benchmarks"

@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rag_eval_pipeline.core.judging.metrics import EvalItem  # noqa: E402
+from rag_eval_pipeline.core.judging.item import EvalItem  # noqa: E402
 from rag_eval_pipeline.evaluation.calibration import (  # noqa: E402
     JudgeIdentity,
     LabelledItem,

@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 from rag_eval_pipeline.core.embeddings import Embedder, _load_model
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judge import OfflineJudge
-from rag_eval_pipeline.core.judging.metrics import ALL_METRICS, EvalItem, score_items
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
+from rag_eval_pipeline.core.metrics.scoring import score_items
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "benchmarks" / "halueval_qa_dev.jsonl"
@@ -60,7 +62,7 @@ def one_run(items: list[EvalItem]) -> dict:
 
     embedder.embed = timed_embed
     started = time.perf_counter()
-    results, _ = score_items(items, judge, embedder, ALL_METRICS, k=5)
+    results, _ = score_items(items, judge, embedder, BUILTIN_METRICS, k=5)
     wall = time.perf_counter() - started
     measured = sum(r.status == "ok" for item_results in results for r in item_results)
     return {"wall_s": round(wall, 2), "embedding_s": round(embed_seconds, 2), "scores_measured": measured}
@@ -73,7 +75,7 @@ def main() -> None:
     wall = statistics.median(r["wall_s"] for r in runs)
     figures = {
         "triplets": len(items),
-        "metrics": list(ALL_METRICS),
+        "metrics": list(BUILTIN_METRICS),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "runs": runs,
         "median_wall_s": wall,

@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rag_eval_pipeline.core.embeddings import Embedder  # noqa: E402
+from rag_eval_pipeline.core.judging.item import EvalItem  # noqa: E402
 from rag_eval_pipeline.core.judging.judge import OfflineJudge  # noqa: E402
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items  # noqa: E402
+from rag_eval_pipeline.core.metrics.scoring import score_items  # noqa: E402
 from rag_eval_pipeline.core.trust.ppi import Z_95, ppi_mean  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "benchmarks"

@@ -170,7 +170,7 @@ def judge_for(args: argparse.Namespace, base_url: str, model: str):
 
 
 def eval_items(rows: list[dict]) -> list:
-    from rag_eval_pipeline.core.judging.metrics import EvalItem
+    from rag_eval_pipeline.core.judging.item import EvalItem
 
     return [
         EvalItem(
@@ -186,7 +186,7 @@ def eval_items(rows: list[dict]) -> list:
 
 def timed_batches(items: list, size: int, judge, embedder) -> tuple[list[float], list, list]:
     """Seconds per triplet of each batch, with every result and judgement."""
-    from rag_eval_pipeline.core.judging.metrics import score_items
+    from rag_eval_pipeline.core.metrics.scoring import score_items
 
     per_triplet, results, judgements = [], [], []
     for start in range(0, len(items), size):

@@ -120,6 +120,7 @@ VLLM_VARIABLES = {
 RUN_STALE_AFTER_VARIABLE = "RAG_EVAL_RUN_STALE_AFTER_S"
 # Packages a candidate manifest may name code in (comma-separated); none by default.
 CANDIDATE_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
+METRICS_VARIABLE = "RAG_EVAL_METRICS"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"  # in the warehouse unless RAG_EVAL_JUDGE_CACHE moves it
 
 
@@ -433,7 +434,14 @@ class Settings(BaseModel):
         default=None, description="the git branch the candidate sensor follows, if any"
     )
     candidate_modules: tuple[str, ...] = Field(
-        default=(), description="packages a candidate manifest may name code in (comma-separated); none by default"
+        default=(),
+        description="packages a candidate manifest, or a metric named `package.module:function`, may name code in "
+        "(comma-separated); none by default",
+    )
+    metrics: tuple[str, ...] = Field(
+        default=(),
+        description="the metrics a run scores, comma-separated: built-in names, `package.module:function` or an "
+        "installed entry point's name (see Metrics); unset: every built-in metric",
     )
     production: ProductionSettings = Field(
         default=ProductionSettings(), description="production mode's shared stores (see Production)"
@@ -468,6 +476,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     judge.setdefault("cache", production.get("cache_url") or str(locations["warehouse_root"] / JUDGE_CACHE_FILE))
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
+    metrics = tuple(dict.fromkeys(m.strip() for m in _value(environ, METRICS_VARIABLE).split(",") if m.strip()))
     service = {name: value for name, variable in SERVICE_VARIABLES.items() if (value := _value(environ, variable))}
     vllm = {name: value for name, variable in VLLM_VARIABLES.items() if (value := _value(environ, variable))}
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
@@ -477,6 +486,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
                 **locations,
                 "judge": judge,
                 "candidate_modules": modules,
+                "metrics": metrics,
                 "followed_branch": branch if "repo" in branch else None,
                 "production": production,
                 "service": service,

@@ -279,10 +279,11 @@ def test_a_damaged_judge_call_is_a_miss(location, tenants, caplog):
 
 @pytest.mark.redis
 def test_a_damaged_judge_call_in_redis_is_asked_again_and_repaired(embedder, tenants):
+    from rag_eval_pipeline.core.judging.item import EvalItem
     from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
-    from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
     from rag_eval_pipeline.core.llm.cache import request_key
     from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+    from rag_eval_pipeline.core.metrics.scoring import score_items
     from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 
     tenant, unique = tenants[0], uuid.uuid4().hex

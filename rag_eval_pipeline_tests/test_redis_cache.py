@@ -195,10 +195,11 @@ def test_two_processes_see_each_others_entries(table):
 
 
 def test_the_judge_call_cache_in_redis_answers_a_second_judge(embedder, raw_redis, new_keys):
+    from rag_eval_pipeline.core.judging.item import EvalItem
     from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
-    from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
     from rag_eval_pipeline.core.llm.cache import request_key
     from rag_eval_pipeline.core.llm.client import LLMSettings
+    from rag_eval_pipeline.core.metrics.scoring import score_items
     from rag_eval_pipeline.settings import load
     from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 

@@ -105,6 +105,7 @@ def setting_variables() -> dict[str, str]:
         **{f"service.{name}": variable for name, variable in settings.SERVICE_VARIABLES.items()},
         **{f"vllm.{name}": variable for name, variable in settings.VLLM_VARIABLES.items()},
         "candidate_modules": settings.CANDIDATE_MODULES_VARIABLE,
+        "metrics": settings.METRICS_VARIABLE,
         "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
     }
 

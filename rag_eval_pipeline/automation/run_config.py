@@ -6,8 +6,11 @@ in Python, rather than as a config error at launch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dagster import Config, RunConfig
 
+from rag_eval_pipeline import settings
 from rag_eval_pipeline.automation.jobs import (
     AUDIT_ASSETS,
     SYNTHESIS_ASSETS,
@@ -16,8 +19,9 @@ from rag_eval_pipeline.automation.jobs import (
     synthesis_job,
 )
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
 from rag_eval_pipeline.core.names import validate_commit
-from rag_eval_pipeline.evaluation.assets import CandidateConfig
+from rag_eval_pipeline.evaluation.assets import CandidateConfig, ScoringConfig
 from rag_eval_pipeline.evaluation.candidates import REFERENCE_SPEC, CandidateError, CandidateSpec
 from rag_eval_pipeline.ingest.assets import ChunkingConfig
 from rag_eval_pipeline.reporting.assets import ReportConfig
@@ -40,11 +44,13 @@ def lineage_run_config(
     chunking: ChunkingConfig | None = None,
     synthesis: SynthesisConfig | None = None,
     verification: VerificationConfig | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> RunConfig:
     """The run config of one lineage job; ops the job does not materialize are left out.
 
     candidate and commit configure `candidate_outputs` (the reference candidate when candidate is
-    None); report, chunking, synthesis and verification their assets' Config (their defaults when None).
+    None); report, chunking, synthesis and verification their assets' Config (their defaults when None);
+    metrics the metric set `metric_scores` computes (None: RAG_EVAL_METRICS, else every built-in metric).
     log_level sets the console logger (None: Dagster's default, every event).
     ValueError (one line) for an unknown job, a malformed commit, or an outputs file: the config names
     outputs only by their submission id (evaluation/submissions.py submits a file first), so the run's
@@ -74,6 +80,7 @@ def lineage_run_config(
         "synthetic_qa": synthesis,
         "golden_set": verification,
         "candidate_outputs": audited,
+        "metric_scores": ScoringConfig(metrics=list(metrics or settings.load().metrics or BUILTIN_METRICS)),
         "regression_report": report or ReportConfig(),
     }
     selected = JOB_ASSETS[job_name]

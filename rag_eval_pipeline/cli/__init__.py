@@ -10,7 +10,21 @@ from __future__ import annotations
 
 import click
 
-from rag_eval_pipeline.cli import baseline, db, errors, files, lineage, prune, questions, review, runs, service
+from rag_eval_pipeline.cli import (
+    baseline,
+    dataset,
+    db,
+    errors,
+    files,
+    gate,
+    lineage,
+    metrics,
+    prune,
+    questions,
+    review,
+    runs,
+    service,
+)
 from rag_eval_pipeline.cli.calibrate import calibrate
 from rag_eval_pipeline.cli.signals import stay_stoppable
 
@@ -32,10 +46,12 @@ for command in (
     files.evaluate,
     files.synthesize,
     calibrate,
-    lineage.gate,
+    metrics.metrics,
+    gate.gate,
     questions.questions,
     review.diff,
     review.review,
+    dataset.dataset,
     baseline.baseline,
     db.db,
     runs.runs,

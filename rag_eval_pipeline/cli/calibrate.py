@@ -13,8 +13,14 @@ from pathlib import Path
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
-from rag_eval_pipeline.cli.options import JudgeOptions, judge_options, progress_logging, results_store
-from rag_eval_pipeline.core.defaults import ALL_METRICS, JUDGED_METRICS
+from rag_eval_pipeline.cli.options import (
+    JudgeOptions,
+    checked_metrics,
+    judge_options,
+    metrics_option,
+    progress_logging,
+    results_store,
+)
 
 MAX_K = 10_000  # a cut-off beyond any retriever's ranked list; larger numbers overflow the stored integer
 COLUMNS = (  # header, summary field, width
@@ -35,10 +41,10 @@ COLUMNS = (  # header, summary field, width
     "(0/1 or graded in [0, 1]; empty: not labelled), optional pair_id",
 )
 @click.option("--tenant", help="add the file's labels to the tenant's, calibrate on all of them, store the result")
-@click.option("--metrics", default=",".join(ALL_METRICS), show_default="all", help="the metric set the judge scores")
+@metrics_option
 @click.option("--k", type=int, default=5, show_default=True, help="cut-off for hit rate@k and MRR, at least 1")
 @judge_options()
-def calibrate(labels_path: Path | None, tenant: str | None, metrics: str, k: int, judge: JudgeOptions) -> int:
+def calibrate(labels_path: Path | None, tenant: str | None, metrics: str | None, k: int, judge: JudgeOptions) -> int:
     from rag_eval_pipeline.cli.files import build_judge
     from rag_eval_pipeline.evaluation import calibration as cal
     from rag_eval_pipeline.evaluation.labels import read_labels
@@ -48,11 +54,13 @@ def calibrate(labels_path: Path | None, tenant: str | None, metrics: str, k: int
     _check_label_metrics(labelled, chosen)
     store = results_store() if tenant else None
     if store is not None and tenant and not labelled and cal.tenant_labels(store, tenant, chosen).empty:
-        judged = ", ".join(m for m in chosen if m in JUDGED_METRICS) or "no judged metric"
+        from rag_eval_pipeline.evaluation.user_metrics import is_judged
+
+        judged = ", ".join(m for m in chosen if is_judged(m)) or "no judged metric"
         raise BadInput(f"tenant {tenant} has no labels of the metrics scored ({judged}): give --labels FILE")
     with progress_logging():
         scorer, embedder = build_judge(judge)  # an unusable judge setting fails here, before anything is stored
-        identity = cal.JudgeIdentity(scorer.name, k, chosen)
+        identity = cal.judge_identity(scorer, k, chosen)
         if store is None or tenant is None:
             calibration = cal.calibrate(labelled, scorer, embedder, identity)
         else:
@@ -66,7 +74,7 @@ def calibrate(labels_path: Path | None, tenant: str | None, metrics: str, k: int
 
 
 def _checked_arguments(
-    labels_path: Path | None, tenant: str | None, metrics: str, k: int, judge: JudgeOptions
+    labels_path: Path | None, tenant: str | None, metrics: str | None, k: int, judge: JudgeOptions
 ) -> tuple[str, ...]:
     """The metric set; BadInput for any argument that cannot work."""
     from rag_eval_pipeline.core.names import validate_name
@@ -76,12 +84,7 @@ def _checked_arguments(
         raise BadInput("give --labels FILE, --tenant T (its stored labels), or both")
     if tenant:
         validate_name("tenant", tenant)
-    chosen = tuple(dict.fromkeys(m.strip() for m in metrics.split(",") if m.strip()))
-    if not chosen:
-        raise BadInput(f"--metrics names no metric; known: {', '.join(ALL_METRICS)}")
-    unknown = sorted(set(chosen) - set(ALL_METRICS))
-    if unknown:
-        raise BadInput(f"unknown metrics {unknown}; known: {', '.join(ALL_METRICS)}")
+    chosen = checked_metrics(metrics)
     for option, value in (("--k", k), ("--concurrency", judge.concurrency)):
         if value < 1:
             raise BadInput(f"{option} must be at least 1, got {value}")

@@ -8,10 +8,15 @@ from pathlib import Path
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
-from rag_eval_pipeline.cli.options import JudgeOptions, judge_options, progress_logging, settings
-from rag_eval_pipeline.core.defaults import ALL_METRICS, DEFAULT_MIX, EMBEDDING_CACHE_FILE, MAX_FIELD_CHARS
-
-BATCH_SIZE = 32  # rows scored between two updates of the progress bar
+from rag_eval_pipeline.cli.options import (
+    JudgeOptions,
+    checked_metrics,
+    judge_options,
+    metrics_option,
+    progress_logging,
+    settings,
+)
+from rag_eval_pipeline.core.defaults import DEFAULT_MIX, MAX_FIELD_CHARS
 
 
 @click.command(help="score a file of (question, contexts, answer, ground truth) rows")
@@ -20,11 +25,11 @@ BATCH_SIZE = 32  # rows scored between two updates of the progress bar
     "input_path",
     required=True,
     type=click.Path(path_type=Path),
-    help=f".jsonl, .csv or .parquet; a row with a text field over {MAX_FIELD_CHARS:,} characters is "
+    help=f".jsonl, .csv, .parquet or .json (DeepEval test cases); a row with a text field over {MAX_FIELD_CHARS:,} characters is "
     "reported and not scored",
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help=".jsonl, .csv or .parquet")
-@click.option("--metrics", default=",".join(ALL_METRICS), show_default="all", help="comma-separated")
+@metrics_option
 @click.option("--k", type=int, default=5, show_default=True, help="cut-off for hit rate@k and MRR, at least 1")
 @click.option(
     "--dry-run",
@@ -33,8 +38,10 @@ BATCH_SIZE = 32  # rows scored between two updates of the progress bar
     "call cache answers; nothing is sent or written",
 )
 @judge_options()
-def evaluate(input_path: Path, out: Path, metrics: str, k: int, dry_run: bool, judge: JudgeOptions) -> int:
-    from rag_eval_pipeline.evaluation.tabular import read_rows, results_frame, summary_table, to_items, write_table
+def evaluate(input_path: Path, out: Path, metrics: str | None, k: int, dry_run: bool, judge: JudgeOptions) -> int:
+    from rag_eval_pipeline.evaluation.evaluate import evaluate_rows
+    from rag_eval_pipeline.evaluation.tabular import read_rows, to_items, write_table
+    from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 
     chosen = _evaluate_checks(input_path, out, metrics, k, judge)  # every argument and the output path, first
     with progress_logging():
@@ -47,32 +54,28 @@ def evaluate(input_path: Path, out: Path, metrics: str, k: int, dry_run: bool, j
             click.echo(judge_plan([item for _, item in items], chosen, judge))
             return 0
         scorer, embedder = build_judge(judge)
-        results = _score_with_progress(items, scorer, embedder, chosen, k)
-    output = results_frame(rows, items, results, bad_rows, chosen)
+        with _progress_bar(len(items)) as progress:
+            result = evaluate_rows(rows, scorer, embedder, resolve_metrics(chosen), k, progress.update)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_table(output, out)
+        write_table(result.frame, out)
     except OSError as error:  # e.g. the disk filled up while scoring
         raise BadInput(f"cannot write {out}: {error.strerror or error}") from None
-    click.echo(summary_table(output, chosen))
-    click.echo(f"{len(items)} rows scored, {len(bad_rows)} invalid; judge {scorer.name}; written to {out}")
+    click.echo(result.table())
+    click.echo(f"{len(items)} rows scored, {len(bad_rows)} invalid; judge {result.judge}; written to {out}")
     return 0
 
 
-def _evaluate_checks(input_path: Path, out: Path, metrics: str, k: int, judge: JudgeOptions) -> tuple[str, ...]:
+def _evaluate_checks(input_path: Path, out: Path, metrics: str | None, k: int, judge: JudgeOptions) -> tuple[str, ...]:
     """The metrics to score; BadInput with a one-line reason for any argument that cannot work."""
     from rag_eval_pipeline.evaluation.tabular import check_format, check_output_path
 
-    chosen = tuple(dict.fromkeys(m.strip() for m in metrics.split(",") if m.strip()))
-    if not chosen:
-        raise BadInput(f"--metrics names no metric; known: {', '.join(ALL_METRICS)}")
-    unknown = set(chosen) - set(ALL_METRICS)
-    if unknown:
-        raise BadInput(f"unknown metrics {sorted(unknown)}; known: {', '.join(ALL_METRICS)}")
+    chosen = checked_metrics(metrics)
     for option, value in (("--k", k), ("--concurrency", judge.concurrency)):
         if value < 1:
             raise BadInput(f"{option} must be at least 1, got {value}")
-    check_format(input_path, "input")
+    if input_path.suffix.lower() != ".json":  # DeepEval test cases or goldens, read by read_rows
+        check_format(input_path, "input")
     check_output_path(out)
     if out.resolve() == input_path.resolve():
         raise BadInput(f"--out {out} would overwrite the input")
@@ -88,22 +91,14 @@ def _report_input_problems(rows, bad_rows) -> None:
         click.echo(f"warning: id {row_id!r} is on {', '.join(places)}: each row is scored on its own", err=True)
 
 
-def _score_with_progress(items, scorer, embedder, metrics, k):
-    """Scored in batches so a long run shows progress; each batch keeps the judge's concurrency."""
+def _progress_bar(rows: int):
+    """A terminal always gets the bar; a log only when there is more than one batch to follow."""
     from tqdm import tqdm
 
-    from rag_eval_pipeline.core.judging.metrics import score_items
+    from rag_eval_pipeline.evaluation.evaluate import BATCH_SIZE
 
-    results = []
-    # A terminal always gets the bar; a log only when there is more than one batch to follow.
-    quiet = len(items) < BATCH_SIZE and not sys.stderr.isatty()
-    with tqdm(total=len(items), unit="row", file=sys.stderr, disable=quiet) as progress:
-        for start in range(0, len(items), BATCH_SIZE):
-            batch = [item for _, item in items[start : start + BATCH_SIZE]]
-            batch_results, _ = score_items(batch, scorer, embedder, metrics, k)
-            results += batch_results
-            progress.update(len(batch))
-    return results
+    quiet = rows < BATCH_SIZE and not sys.stderr.isatty()
+    return tqdm(total=rows, unit="row", file=sys.stderr, disable=quiet)
 
 
 @click.command(help="a folder of documents -> a verified golden set file (no tenant, no Dagster)")
@@ -148,19 +143,12 @@ def synthesize(
     check_writable(out)  # before minutes of embedding, not after
     mix = pipeline.parse_mix(types)
     scorer, embedder = build_judge(judge)
-    # The server settings are checked before the folder is read and embedded.
-    llm_settings = judge.llm_settings() if generator == "llm" else None
-
-    def make_generator(chunks):
-        def settings():
-            assert llm_settings is not None  # asked for by the LLM generator only, which made them above
-            return llm_settings
-
-        return pipeline.build_generator(generator, chunks["text"].tolist(), settings, judge.cache)
-
+    llm_settings = judge.llm_settings() if generator == "llm" else None  # checked before the folder is read
     verification = VerificationSettings(round_trip_k=round_trip_k, drop_on_retrieval_miss=drop_on_retrieval_miss)
     with progress_logging():  # embedding a large folder takes minutes: show how far it got
-        result = pipeline.from_folder(docs, make_generator, scorer, embedder, n, mix, verification)
+        result = pipeline.synthesize_folder(
+            docs, generator, scorer, embedder, n, mix, verification, llm_settings, judge.cache
+        )
     rejected_path = out.with_name(f"{out.stem}.rejected{out.suffix}")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_table(result.golden, out)
@@ -178,9 +166,10 @@ def synthesize(
 def judge_plan(items, metrics, judge: JudgeOptions, tenant: str | None = None) -> str:
     """What judging the items would cost, from the call plan and the call cache (of tenant; None: the shared
     namespace, as `evaluate` uses), without a call."""
-    from rag_eval_pipeline.core.judging.judgement import needed_judgements
+    from rag_eval_pipeline.core.metrics.registry import needed_judgements
+    from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 
-    needs = needed_judgements(metrics)
+    needs = needed_judgements(resolve_metrics(metrics))
     if judge.kind == "offline" or not needs:
         return (
             f"0 LLM calls ({'offline judge' if judge.kind == 'offline' else 'no judged metric'}) for {len(items)} items"
@@ -192,12 +181,7 @@ def judge_plan(items, metrics, judge: JudgeOptions, tenant: str | None = None) -
 
 
 def build_judge(judge: JudgeOptions):
-    """(judge, embedder); the embeddings are cached in the warehouse."""
-    from rag_eval_pipeline.core.embeddings import Embedder
-    from rag_eval_pipeline.core.judging.judge import OfflineJudge
-    from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
+    """(judge, embedder) of this command's options; the embeddings are cached in the warehouse."""
+    from rag_eval_pipeline.core.judging.build import build_judge as built
 
-    embedder = Embedder(settings().warehouse_root / EMBEDDING_CACHE_FILE)
-    if judge.kind == "offline":
-        return OfflineJudge(embedder), embedder
-    return build_llm_judge(judge.llm_settings(), judge.mode, judge.cache), embedder
+    return built(judge, settings().warehouse_root)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, Definitions, Field, logger
@@ -47,22 +48,29 @@ class Outcome:
 
 
 def launch(
-    instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate=None, report=None
+    instance: DagsterInstance,
+    job_name: str,
+    partition_key: str,
+    commit: str,
+    candidate=None,
+    report=None,
+    metrics: Sequence[str] | None = None,
 ) -> Outcome:
-    """Run job_name on one partition; its outcome. candidate (a CandidateSpec, default the reference) and
-    report (ReportConfig) configure the audit; the commit is tagged on the run. The run executes in
+    """Run job_name on one partition; its outcome. candidate (a CandidateSpec, default the reference),
+    report (ReportConfig) and metrics (None: RAG_EVAL_METRICS, else every built-in) configure the audit;
+    the commit is tagged on the run. The run executes in
     this process, or, when the instance hands runs to workers (production mode), on a worker: it is
     submitted to the instance's queue with its tenant's queue tags and waited for."""
     from rag_eval_pipeline.automation.submission import runs_elsewhere
 
     _clear_dead_runs(instance, partition_key)
     if runs_elsewhere(instance):
-        return _submit_and_wait(instance, job_name, partition_key, commit, candidate, report)
+        return _submit_and_wait(instance, job_name, partition_key, commit, candidate, report, metrics)
     from rag_eval_pipeline.automation.run_config import lineage_run_config
     from rag_eval_pipeline.core.names import COMMIT_TAG
     from rag_eval_pipeline.definitions import build_definitions
 
-    run_config = lineage_run_config(job_name, candidate, commit, report, log_level=RUN_LOG_LEVEL)
+    run_config = lineage_run_config(job_name, candidate, commit, report, log_level=RUN_LOG_LEVEL, metrics=metrics)
     # Our logger replaces Dagster's console logger for this run only: the code location is unchanged.
     definitions = Definitions.merge(build_definitions(), Definitions(loggers={"console": terminal_logger}))
     job = definitions.resolve_job_def(job_name)
@@ -78,7 +86,7 @@ def launch(
 
 
 def _submit_and_wait(
-    instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate, report
+    instance: DagsterInstance, job_name: str, partition_key: str, commit: str, candidate, report, metrics
 ) -> Outcome:
     from rag_eval_pipeline import settings
     from rag_eval_pipeline.automation import submission
@@ -90,7 +98,8 @@ def _submit_and_wait(
     current = settings.load()
     _require_shared_storage(current.production, candidate)
     tags = {COMMIT_TAG: commit, **run_tags(split_key(partition_key)[0])}
-    run_config = lineage_run_config(job_name, candidate, commit, report, log_level=None).to_config_dict()
+    run_config = lineage_run_config(job_name, candidate, commit, report, log_level=None, metrics=metrics)
+    run_config = run_config.to_config_dict()
     started = time.perf_counter()
     run_id = submission.submit(instance, job_name, partition_key, run_config, tags)
     print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)

@@ -11,11 +11,11 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
 
+from rag_eval_pipeline.cli.errors import BadInput
 from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
@@ -24,10 +24,10 @@ from rag_eval_pipeline.core.defaults import (
     JUDGE_MODES,
     RESPONSE_FORMATS,
 )
+from rag_eval_pipeline.core.judging.build import JudgeOptions
 
 if TYPE_CHECKING:
-    from rag_eval_pipeline.core.llm.client import LLMSettings
-    from rag_eval_pipeline.settings import JudgeSettings, Settings
+    from rag_eval_pipeline.settings import Settings
     from rag_eval_pipeline.stores import Stores
     from rag_eval_pipeline.stores.protocols import ResultsStore
 
@@ -60,47 +60,35 @@ def _from_settings(read):
     return lambda: read(settings())
 
 
+def metrics_option(command):
+    """--metrics, as `checked_metrics` reads it; the default comes from RAG_EVAL_METRICS."""
+    return click.option(
+        "--metrics",
+        default=_from_settings(lambda current: ",".join(current.metrics) or None),
+        show_default="RAG_EVAL_METRICS, else every built-in metric",
+        help="comma-separated: built-in metrics (`rag-eval metrics` lists them), package.module:function of your "
+        "own (in a package RAG_EVAL_CANDIDATE_MODULES allows) or an installed entry point's name",
+    )(command)
+
+
+def checked_metrics(text: str | None) -> tuple[str, ...]:
+    """The metric set a --metrics value names (None: every built-in), each one loaded now, so that a team's
+    metric that cannot be imported or is not allowed is refused in one line before any work."""
+    from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
+    from rag_eval_pipeline.evaluation.user_metrics import MetricError, parse_metric_list, resolve_metrics
+
+    chosen = list(BUILTIN_METRICS) if text is None else parse_metric_list(text)
+    if not chosen:
+        raise BadInput(f"--metrics names no metric; built-in: {', '.join(BUILTIN_METRICS)}")
+    try:
+        return tuple(metric.name for metric in resolve_metrics(chosen))
+    except MetricError as error:
+        raise BadInput(f"--metrics: {error}") from None
+
+
 def partition_options(command):
     command = click.option("--version", required=True, help="dataset version, e.g. v1")(command)
     return click.option("--tenant", required=True)(command)
-
-
-@dataclass(frozen=True)
-class JudgeOptions:
-    """The judge and its OpenAI-compatible server, as the command line (or RAG_EVAL_JUDGE_*) set them."""
-
-    kind: str
-    base_url: str
-    model: str
-    api_key: str
-    mode: str
-    response_format: str
-    concurrency: int
-    timeout_s: float
-    max_retries: int
-    rate_limit_budget_s: float
-    priority: int | None
-    cache: str
-
-    @classmethod
-    def from_settings(cls, judge: JudgeSettings) -> JudgeOptions:
-        """The options a command without judge options (the gate) runs with: the settings' own."""
-        return cls(**{field: getattr(judge, field) for _, field, _ in _JUDGE_OPTIONS})
-
-    def llm_settings(self) -> LLMSettings:
-        from rag_eval_pipeline.core.llm.client import LLMSettings
-
-        return LLMSettings(
-            base_url=self.base_url,
-            model=self.model,
-            api_key=self.api_key,
-            response_format=self.response_format,
-            concurrency=self.concurrency,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            rate_limit_budget_s=self.rate_limit_budget_s,
-            priority=self.priority,
-        )
 
 
 _JUDGE_OPTIONS = [  # (option, field, click keywords); each defaults from the settings

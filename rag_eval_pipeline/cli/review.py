@@ -17,48 +17,18 @@ as the tenant's (evaluation/labels.py), for `rag-eval calibrate`; it makes no ve
 
 from __future__ import annotations
 
-import json
-import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from rag_eval_pipeline.cli.errors import BadInput
+from rag_eval_pipeline.cli.new_version import UPSTREAM_TABLES
 from rag_eval_pipeline.cli.options import results_store, settings
-
-# Copied from the reviewed version so the audit job (and its lineage) can run on the new one.
-UPSTREAM_TABLES = (
-    "raw_documents",
-    "rejected_documents",
-    "document_chunks",
-    "chunk_clusters",
-    "generation_failures",
-    "generation_plan",
-    "synthesis_plan",
-)
-# Written first by an import into its new version: tables there without a manifest are then the leftovers
-# of an import that did not finish (not of a synthesis), which the next import may replace.
-IMPORT_MARKER = "review_import.json"
-LOCK_TIMEOUT_S = 300.0  # an import holds its new version's lock for seconds; a longer wait is a stuck one
 
 
 def _warehouse():
     """Where the golden sets are: the local warehouse, or the results database in production mode."""
     return results_store()
-
-
-def _local_warehouse():
-    """The local warehouse, for what only it supports yet (an import copies the version's other tables)."""
-    from rag_eval_pipeline.stores.local import Warehouse
-
-    if settings().production.enabled:
-        raise BadInput(
-            "rag-eval review import writes a new version beside the local warehouse's tables; "
-            "production mode keeps them in Postgres and the object store, where import is not "
-            "supported yet: unset RAG_EVAL_DATABASE_URL to import into a local warehouse"
-        )
-    return Warehouse(settings().warehouse_root)
 
 
 # ---- diff ------------------------------------------------------------------------------------
@@ -265,16 +235,15 @@ def _import_labels(tenant: str, sheet, sheet_path: Path) -> int:
 
 def _import_review(tenant: str, version: str, new_version: str, sheet, sheet_path: Path) -> int:
     """Apply a golden-set review sheet as a new published version (the module docstring says how)."""
+    from rag_eval_pipeline.cli.new_version import local_warehouse, refuse_taken, writing_new_version
     from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.core.judging.judge import OfflineJudge
-    from rag_eval_pipeline.instance import local_instance
-    from rag_eval_pipeline.partitions import register_partition
     from rag_eval_pipeline.synthesis.records import record_imported_version
     from rag_eval_pipeline.synthesis.review import apply_review, judge_verifier
     from rag_eval_pipeline.synthesis.versions import publish
 
-    warehouse = _local_warehouse()
-    _refuse_taken(warehouse, tenant, new_version)
+    warehouse = local_warehouse("review import")
+    refuse_taken(warehouse, tenant, new_version)
 
     # Everything that can fail on bad input happens before anything is written.
     golden = warehouse.read(tenant, version, "golden_set")
@@ -283,13 +252,8 @@ def _import_review(tenant: str, version: str, new_version: str, sheet, sheet_pat
     result = apply_review(golden, sheet, verify)
     dropped_types = _check_expectations(warehouse, tenant, version, golden, result)
 
-    with _import_lock(warehouse, tenant, new_version):
-        # Again under the lock: another import may have published this version meanwhile.
-        if _refuse_taken(warehouse, tenant, new_version):
-            _remove_leftovers(warehouse, tenant, new_version)
-        _write_marker(warehouse, tenant, version, new_version, sheet_path)
-        instance = local_instance(settings().dagster_home)
-        register_partition(instance, tenant, new_version)
+    marker = {"review_of": version, "sheet": sheet_path.name}
+    with writing_new_version(warehouse, tenant, new_version, marker) as instance:
         copied = [name for name in UPSTREAM_TABLES if _copy_table(warehouse, tenant, version, new_version, name)]
         rejected = _all_rejected(warehouse, tenant, version, result.rejected)
         warehouse.write(tenant, new_version, "golden_set", result.golden)
@@ -309,30 +273,6 @@ def _import_review(tenant: str, version: str, new_version: str, sheet, sheet_pat
         tenant, version, result, manifest, warehouse.partition_dir(tenant, new_version), copied, dropped_types
     )
     return 0
-
-
-def _refuse_taken(warehouse, tenant: str, version: str) -> bool:
-    """Refuse a new version that is published, or that holds another run's tables; True when it holds
-    the leftovers of an import that did not finish (no manifest: no version, so the name is free)."""
-    from rag_eval_pipeline.synthesis.versions import read_manifest
-
-    manifest = read_manifest(warehouse, tenant, version)
-    if manifest is not None:
-        raise BadInput(
-            f"{tenant}/{version} already has a published golden set (hash {manifest.content_hash[:12]}, "
-            f"{manifest.published_at}); choose another --new-version"
-        )
-    folder = warehouse.partition_dir(tenant, version)
-    if (folder / IMPORT_MARKER).is_file():
-        return True
-    tables = sorted(path.stem for path in folder.glob("*.parquet"))
-    if tables:
-        raise BadInput(
-            f"{tenant}/{version} holds the tables of an unpublished run ({', '.join(tables[:4])}"
-            f"{', ...' if len(tables) > 4 else ''}), not of a review import: choose another --new-version, or "
-            f"delete {folder} if they are not needed"
-        )
-    return False
 
 
 def _require_reviewable(warehouse, tenant: str, version: str, golden) -> None:
@@ -358,8 +298,8 @@ def _check_expectations(warehouse, tenant: str, version: str, golden, result) ->
     The reviewed version's chunks and its plan's expected types, except the types the reviewer rejected
     every item of (returned, to be reported).
     """
+    from rag_eval_pipeline.cli.new_version import check_expectations
     from rag_eval_pipeline.synthesis.checks import PLAN_TABLE, expected_types
-    from rag_eval_pipeline.synthesis.expectations import check_golden_set
     from rag_eval_pipeline.synthesis.items import GOLDEN_COLUMNS
     from rag_eval_pipeline.synthesis.review import REVIEWED_COLUMNS, types_expected_after_review
 
@@ -367,48 +307,9 @@ def _check_expectations(warehouse, tenant: str, version: str, golden, result) ->
     planned = expected_types(warehouse.read(tenant, version, PLAN_TABLE))
     expected = types_expected_after_review(planned, golden, result)
     review_columns = tuple(c for c in REVIEWED_COLUMNS if c not in GOLDEN_COLUMNS)
-    report = check_golden_set(result.golden, chunk_ids, expected, extra_columns=review_columns)
-    if not report.success:
-        failed = "; ".join(f"{f.table}.{f.column or '(table)'} {f.expectation}: {f.detail}" for f in report.failures)
-        raise BadInput(
-            f"the reviewed golden set of {tenant}/{version} fails the expectations suite the synthesis runs "
-            f"({len(report.failures)} of {len(report.results)} expectations), so nothing was published: {failed}"
-        )
+    what = f"the reviewed golden set of {tenant}/{version}"
+    check_expectations(result.golden, chunk_ids, expected, what, extra_columns=review_columns)
     return (planned & set(golden["question_type"].astype(str))) - expected
-
-
-@contextmanager
-def _import_lock(warehouse, tenant: str, version: str):
-    """One import at a time into a new version: from the check that it is free to its manifest."""
-    from filelock import FileLock, Timeout
-
-    path = warehouse.tenant_dir(tenant) / f".{version}.review-import.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with FileLock(str(path), timeout=LOCK_TIMEOUT_S):
-            yield
-    except Timeout:
-        raise BadInput(
-            f"another review import into {tenant}/{version} has held it for {LOCK_TIMEOUT_S:.0f} s; "
-            "try again when it has finished"
-        ) from None
-
-
-def _write_marker(warehouse, tenant: str, version: str, new_version: str, sheet_path: Path) -> None:
-    from datetime import datetime, timezone
-
-    from rag_eval_pipeline.core.files import atomic_write_text
-
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    record = {"review_of": version, "sheet": sheet_path.name, "started_at": started, "pid": os.getpid()}
-    atomic_write_text(warehouse.partition_dir(tenant, new_version) / IMPORT_MARKER, json.dumps(record) + "\n")
-
-
-def _remove_leftovers(warehouse, tenant: str, version: str) -> None:
-    """The tables an unfinished import wrote (its marker says they are its own): this import writes its own."""
-    for name in (*UPSTREAM_TABLES, "golden_set", "rejected_qa"):
-        warehouse.table_path(tenant, version, name).unlink(missing_ok=True)
-    click.echo(f"note: replacing what an unfinished import into {tenant}/{version} left (it stopped before publishing)")
 
 
 def _copy_table(warehouse, tenant: str, source: str, target: str, name: str) -> bool:

@@ -1,24 +1,14 @@
 """Defaults that `rag-eval --help` shows, in a module that imports nothing heavy.
 
 The help must come up without pandas, torch or Dagster, so these constants live here; the modules
-that use them (the metrics, the LLM client, the planner, the comparison, the table reader, the
-settings) import them from here.
+that use them (the LLM client, the planner, the comparison, the table reader, the settings) import them
+from here. The metrics' names come from their registry (core/metrics/registry.py), which the help does
+not import.
 """
 
 from __future__ import annotations
 
 from typing import Literal, get_args
-
-RETRIEVAL_METRICS = ("hit_rate", "mrr")
-JUDGED_METRICS = (
-    "faithfulness",
-    "answer_relevance",
-    "context_recall",
-    "context_precision",
-    "contextual_relevancy",
-    "answer_correctness",
-)
-ALL_METRICS = RETRIEVAL_METRICS + JUDGED_METRICS
 
 JudgeKind = Literal["offline", "llm"]
 GeneratorKind = Literal["offline", "llm"]  # of synthetic questions: templates, or the judge's LLM server

@@ -8,9 +8,9 @@ from pydantic import Field
 
 from rag_eval_pipeline.core.defaults import DEFAULT_COMMIT
 from rag_eval_pipeline.core.judging.judgement import total_usage
-from rag_eval_pipeline.core.judging.llm_judge import CALL_SERVES
-from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
+from rag_eval_pipeline.core.judging.llm_judge import call_serves
 from rag_eval_pipeline.core.judging.results import OK
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS, scoring_name
 from rag_eval_pipeline.core.names import COMMIT_TAG, validate_commit
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.evaluation.candidate_process import run_entry_point
@@ -24,6 +24,7 @@ from rag_eval_pipeline.evaluation.candidates import (
 )
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.evaluation.submissions import read_submitted
+from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.resources import EmbedderResource, JudgeResource, RunLivenessResource, WarehouseResource
@@ -99,7 +100,11 @@ def _reference(top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> 
 
 class ScoringConfig(Config):
     k: int = Field(default=5, ge=1, description="Cut-off for hit rate@k and MRR.")
-    metrics: list[str] = Field(default=list(ALL_METRICS), description="Metrics to compute.")
+    metrics: list[str] = Field(
+        default=list(BUILTIN_METRICS),
+        description="Metrics to compute: built-in names, 'package.module:function' of the team's own (in a package "
+        "RAG_EVAL_CANDIDATE_MODULES allows) or an installed entry point's name.",
+    )
 
 
 @lineage_asset(
@@ -117,10 +122,9 @@ def metric_scores(
     candidate_outputs: pd.DataFrame,
 ) -> Output[pd.DataFrame]:
     commit = audited_commit(context.run.tags.get(COMMIT_TAG), candidate_outputs)
-    active_judge = judge.get()
-    frame, judgements = score_outputs(
-        candidate_outputs, golden_set, active_judge, embedder.get(), config.metrics, config.k
-    )
+    active_judge, metrics = judge.get(), resolve_metrics(config.metrics)
+    frame, judgements = score_outputs(candidate_outputs, golden_set, active_judge, embedder.get(), metrics, config.k)
+    served = call_serves(metrics)
     measured = frame[frame["status"] == OK]
     return Output(
         frame,
@@ -128,12 +132,12 @@ def metric_scores(
             frame,
             ["qa_id", "metric", "score", "status", "reason"],
             commit=commit,
-            judge=active_judge.name,
+            judge=scoring_name(active_judge.name, metrics),
             k=config.k,
             unmeasured=int((frame["status"] != OK).sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
             judge_usage={
-                kind: {**counts, "serves": ", ".join(CALL_SERVES.get(kind, ()))}
+                kind: {**counts, "serves": ", ".join(served.get(kind, ()))}
                 for kind, counts in total_usage(judgements).items()
             },
         ),

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rag_eval_pipeline.core.defaults import JUDGED_METRICS
-from rag_eval_pipeline.core.judging.metrics import EvalItem, average_precision
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import OK
+from rag_eval_pipeline.core.metrics.formulas import average_precision
+from rag_eval_pipeline.core.metrics.registry import BUILTIN, JUDGED_METRICS
 from rag_eval_pipeline.core.names import validate_name, validate_run_id
 from rag_eval_pipeline.evaluation.labels import label_rows
 from rag_eval_pipeline.stores.protocols import ResultsStore
@@ -119,7 +120,7 @@ def audit_sheet(store: ResultsStore, tenant: str, version: str, run_id: str) -> 
 
 def sheet_frame(items: dict[str, AuditedItem], scores: pd.DataFrame, version: str, run_id: str) -> pd.DataFrame:
     """One row per item: ids, the texts, per judged metric its score and evidence, empty human columns."""
-    metrics = [m for m in JUDGED_METRICS if m in set(scores["metric"].astype(str))]
+    metrics = [m for m in JUDGED_METRICS if m in set(scores["metric"].astype(str))]  # what the sheet labels
     by_item = {(str(r["qa_id"]), str(r["metric"])): r for r in scores.to_dict("records")}
     rows = []
     for qa_id, audited in items.items():
@@ -163,49 +164,9 @@ def evidence_text(row: dict) -> str:
         evidence = json.loads(str(row["evidence"]) or "{}")
     except json.JSONDecodeError:
         evidence = {}
-    summary = _SUMMARIES.get(str(row["metric"]))
-    text = summary(evidence) if summary and isinstance(evidence, dict) else json.dumps(evidence)
+    summary = BUILTIN.get(str(row["metric"]))
+    text = summary.evidence_line(evidence) if summary and isinstance(evidence, dict) else json.dumps(evidence)
     return _clipped(text, MAX_EVIDENCE_CHARS)
-
-
-def _rejected(verdicts: list, none_text: str, some_text: str) -> str:
-    """The statements judged 0, or that none was."""
-    failing = [str(v.get("statement", "")) for v in verdicts if isinstance(v, dict) and not v.get("verdict")]
-    return f"{some_text}: " + " | ".join(failing) if failing else none_text.format(n=len(verdicts))
-
-
-def _relevance(evidence: dict) -> str:
-    ranks = [str(n) for n, relevant in enumerate(evidence.get("relevance", []), start=1) if relevant]
-    return f"judged relevant: {','.join(ranks) or NO_CONTEXT}"
-
-
-def _answer_relevance(evidence: dict) -> str:
-    if evidence.get("noncommittal"):
-        return "the answer is noncommittal"
-    return "questions the answer answers: " + " | ".join(str(q) for q in evidence.get("generated_questions", []))
-
-
-def _correctness(evidence: dict) -> str:
-    if "expected" in evidence:
-        return f"expected {evidence['expected']}"
-    wrong, missing = evidence.get("false_positives", []), evidence.get("false_negatives", [])
-    parts = [f"not in the ground truth: {' | '.join(wrong)}"] if wrong else []
-    parts += [f"missing: {' | '.join(missing)}"] if missing else []
-    return "; ".join(parts) or "every statement agrees with the ground truth"
-
-
-_SUMMARIES: dict[str, Callable[[dict], str]] = {
-    "faithfulness": lambda e: _rejected(e.get("statements", []), "{n} of {n} statements supported", "unsupported"),
-    "context_recall": lambda e: _rejected(
-        e.get("ground_truth", []), "{n} of {n} sentences found", "not in the contexts"
-    ),
-    "contextual_relevancy": lambda e: _rejected(
-        e.get("context_statements", []), "{n} of {n} context statements relevant", "irrelevant"
-    ),
-    "answer_relevance": _answer_relevance,
-    "context_precision": _relevance,
-    "answer_correctness": _correctness,
-}
 
 
 # ---- reading it back -------------------------------------------------------------------------

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rag_eval_pipeline.core.defaults import ALL_METRICS, JUDGED_METRICS
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import OK
+from rag_eval_pipeline.core.metrics.registry import JUDGED_METRICS, scoring_name
+from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline.core.trust.agreement import FIGURES, agreement
 from rag_eval_pipeline.evaluation.labels import (
     LABEL_SUFFIX,
@@ -41,6 +42,7 @@ from rag_eval_pipeline.evaluation.labels import (
     read_labels,
     store_labels,
 )
+from rag_eval_pipeline.evaluation.user_metrics import MetricError, metric_named, resolve_metrics
 from rag_eval_pipeline.stores.protocols import ResultsStore
 
 TABLE_PREFIX = "calibration-"
@@ -117,6 +119,11 @@ class Calibration:
         return rows[0] if rows else None
 
 
+def judge_identity(judge, k: int, metrics: Sequence[str]) -> JudgeIdentity:
+    """The identity of a judge scoring these metrics at k, as its score rows name it (scoring_name)."""
+    return JudgeIdentity(scoring_name(judge.name, resolve_metrics(metrics)), k, tuple(metrics))
+
+
 # --- calibrating ---------------------------------------------------------------------------------------
 
 
@@ -126,7 +133,8 @@ def calibrate(
     """Score the labelled items with the judge (the metrics and k of the identity) and measure, for each
     labelled metric, how far its scores agree with the labels. Raises ValueError when the identity is not
     this judge's or a label's metric is not among the identity's metrics."""
-    if identity.judge != judge.name:
+    metrics = resolve_metrics(identity.metrics)
+    if identity.judge != scoring_name(judge.name, metrics):
         raise ValueError(f"the identity names judge {identity.judge!r} but the judge is {judge.name!r}")
     labelled = _unique(labelled)
     outside = sorted({m for entry in labelled for m in entry.labels} - set(identity.metrics))
@@ -134,11 +142,11 @@ def calibrate(
         raise ValueError(
             f"labels of {', '.join(outside)}, not among the metrics scored ({', '.join(identity.metrics)})"
         )
-    results, _ = score_items([e.item for e in labelled], judge, embedder, metrics=identity.metrics, k=identity.k)
+    results, _ = score_items([e.item for e in labelled], judge, embedder, metrics=metrics, k=identity.k)
     cells = _cells(labelled, results)
     created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    metrics = [m for m in identity.metrics if any(m in e.labels for e in labelled)]
-    summary = [_summary_row(identity, metric, cells[cells["metric"] == metric], labels_digest) for metric in metrics]
+    labelled_metrics = [m for m in identity.metrics if any(m in e.labels for e in labelled)]
+    summary = [_summary_row(identity, m, cells[cells["metric"] == m], labels_digest) for m in labelled_metrics]
     table = pd.DataFrame(summary, columns=SUMMARY_COLUMNS).assign(created_at=created_at)
     measured = cells[cells["status"] == OK][ITEM_COLUMNS].reset_index(drop=True)
     return Calibration(identity, _typed_summary(table), measured.astype({"score": float, "label": float}))
@@ -368,13 +376,16 @@ def _label_columns(rows, path: Path) -> list[str]:
         )
     for column in columns:
         metric = str(column).removesuffix(LABEL_SUFFIX)
-        if metric not in ALL_METRICS:
+        try:
+            judged = metric_named(metric).judged
+        except MetricError:
             raise ValueError(
-                f"labels file {path}, column {column}: unknown metric {metric!r}; judged metrics: {', '.join(JUDGED_METRICS)}"
-            )
-        if metric not in JUDGED_METRICS:
+                f"labels file {path}, column {column}: unknown metric {metric!r}; judged built-in metrics: "
+                f"{', '.join(JUDGED_METRICS)}"
+            ) from None
+        if not judged:
             raise ValueError(
-                f"labels file {path}, column {column}: {metric} is computed from chunk ids, not judged: nothing to calibrate"
+                f"labels file {path}, column {column}: {metric} is computed without the judge: nothing to calibrate"
             )
     return columns
 

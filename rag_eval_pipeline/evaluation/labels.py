@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.stores.protocols import ResultsStore
 
 LABELS_TABLE = "judge_labels"

@@ -13,8 +13,11 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import CANDIDATE_FAILED, OK, SCORE_COLUMNS, MetricResult, unmeasured
+from rag_eval_pipeline.core.metrics.registry import names, scoring_name
+from rag_eval_pipeline.core.metrics.scoring import score_items
+from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 
 
 def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]:
@@ -35,7 +38,9 @@ def metric_rows(scored: Iterable[tuple[dict, list[MetricResult]]]) -> list[dict]
 
 
 def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, metrics, k: int):
-    """(score rows, judgements): answered items are judged in one batch; failed ones are unmeasured with why."""
+    """(score rows, judgements): answered items are judged in one batch; failed ones are unmeasured with why.
+    metrics: names (a team's metrics are loaded) or Metric objects."""
+    metrics = resolve_metrics(metrics)
     gold = golden.set_index("qa_id")
     records = outputs.to_dict("records")
     answered = [i for i, output in enumerate(records) if output["status"] == OK]
@@ -44,8 +49,8 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
     scored = dict(zip(answered, results))
     rows = metric_rows(
         (
-            {"qa_id": output["qa_id"], "judge": judge.name, "k": k, "commit": output["commit"]},
-            scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output["error"])) for metric in metrics],
+            {"qa_id": output["qa_id"], "judge": scoring_name(judge.name, metrics), "k": k, "commit": output["commit"]},
+            scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output["error"])) for metric in names(metrics)],
         )
         for i, output in enumerate(records)
     )

@@ -9,8 +9,8 @@ surrogate that JSON let in ("\\ud800") is read as U+FFFD (core.text.scorable_tex
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,10 +18,11 @@ import pandas as pd
 
 from rag_eval_pipeline.core.files import check_writable, write_atomically
 from rag_eval_pipeline.core.jsonl import iter_json_lines
-from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.core.text import field_text, scorable_text
 from rag_eval_pipeline.evaluation.scoring import metric_rows
+from rag_eval_pipeline.synthesis.interop import deepeval_record, list_cell, read_json_array
 
 ALIASES = {
     "user_input": "question",
@@ -30,6 +31,11 @@ ALIASES = {
     "reference": "ground_truth",
     "retrieved_context_ids": "context_ids",
     "reference_context_ids": "gold_chunk_ids",
+    # DeepEval's test cases and goldens (a .json array)
+    "input": "question",
+    "actual_output": "answer",
+    "retrieval_context": "contexts",
+    "expected_output": "ground_truth",
 }
 FORMATS = (".jsonl", ".csv", ".parquet")
 
@@ -65,11 +71,20 @@ class BadRow:
 
 
 def read_rows(path: Path) -> list[InputRow]:
-    """Every row of the file in order; a JSONL line that is not a JSON object is kept with its problem."""
+    """Every row of the file in order; a JSONL line (or an item of a .json array) that is not a JSON object
+    is kept with its problem. A .json file is DeepEval's test cases or goldens: an array of objects, our own
+    fields read from their additional_metadata too (synthesis/interop.py)."""
     path = Path(path)
-    check_format(path, "input")
+    deepeval = path.suffix.lower() == ".json"
+    if not deepeval:
+        check_format(path, "input")
     if not path.is_file():
         raise FileNotFoundError(f"input file {path} does not exist")
+    if deepeval:
+        return [
+            InputRow(item.number, "item", _renamed(deepeval_record(item.record or {})), item.problem)
+            for item in read_json_array(path)
+        ]
     if path.suffix.lower() == ".jsonl":
         # utf-8-sig: a byte-order mark from a Windows editor is not a broken first line.
         return [
@@ -87,8 +102,18 @@ def read_rows(path: Path) -> list[InputRow]:
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[InputRow]:
-    records = frame.to_dict("records")
-    return [InputRow(number, "row", _renamed(record)) for number, record in enumerate(records, start=1)]
+    return rows_from_records(frame.to_dict("records"))
+
+
+def rows_from_records(records) -> list[InputRow]:
+    """Rows from mappings (a list of dicts, a DataFrame's records), numbered from 1; a record that is not a
+    mapping is kept with its problem."""
+    return [
+        InputRow(number, "row", _renamed(dict(record)))
+        if isinstance(record, Mapping)
+        else InputRow(number, "row", problem=f"not a mapping of column names to values: {type(record).__name__}")
+        for number, record in enumerate(records, start=1)
+    ]
 
 
 def _renamed(record: dict) -> dict:
@@ -189,14 +214,12 @@ def _id(value) -> str:
 
 
 def _list(value, what: str) -> list:
-    """A list from a list, a numpy array (Parquet) or a JSON-encoded list (CSV)."""
+    """A list from a list, a numpy array (Parquet) or a list written in a CSV cell: JSON, or Python's repr of
+    a list as RAGAS's to_csv writes it (read as a literal, never run)."""
     if not _present(value):
         return []
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            raise ValueError(f"{what} is not a list (a CSV cell must hold a JSON list)") from None
+        return list_cell(value, what)
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
     if not isinstance(value, list):
@@ -230,9 +253,10 @@ def _status(cell: dict) -> str:
 
 
 def summary_table(output: pd.DataFrame, metrics) -> str:
-    lines = [f"{'metric':<22}{'mean':>8}  measured", "-" * 42]
+    width = max([22, *(len(metric) + 2 for metric in metrics)])  # a metric of a team's own may be a long path
+    lines = [f"{'metric':<{width}}{'mean':>8}  measured", "-" * (width + 20)]
     for metric in metrics:
         measured = output.loc[output[f"{metric}_status"] == OK, metric]
         mean = f"{float(measured.mean()):.3f}" if len(measured) else "n/a"
-        lines.append(f"{metric:<22}{mean:>8}  {len(measured)}/{len(output)}")
+        lines.append(f"{metric:<{width}}{mean:>8}  {len(measured)}/{len(output)}")
     return "\n".join(lines)

@@ -8,8 +8,10 @@ from dagster import AssetExecutionContext, Config, MetadataValue, Output
 from pydantic import Field
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
+from rag_eval_pipeline.core.metrics.registry import tolerances as declared_tolerances
 from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.scoring import score_outputs
+from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
 from rag_eval_pipeline.reporting.baselines import PromotionPolicy, promotion_reason
@@ -75,9 +77,10 @@ class ReportConfig(Config):
         "outputs with this run's judge; when false, such a run fails rather than compare unlike scores.",
     )
 
-    def tolerances(self) -> dict[str, float]:
-        """The largest allowed drop per metric, "default" for the others: what the comparison applies."""
-        return {"default": self.tolerance, **self.metric_tolerances}
+    def tolerances(self, declared: dict[str, float] | None = None) -> dict[str, float]:
+        """The largest allowed drop per metric, "default" for the others: what the comparison applies.
+        declared: the tolerances the scored metrics declare, which this config's per-metric ones override."""
+        return {"default": self.tolerance, **(declared or {}), **self.metric_tolerances}
 
     def promotion_policy(self) -> PromotionPolicy:
         return PromotionPolicy(
@@ -115,6 +118,7 @@ def regression_report(
     baselines = warehouse.baselines()
     scored = ScoredRun(commit, metric_scores, candidate_outputs, golden_set)
     trust = judge_trust(store, tenant, metric_scores)
+    tolerances = config.tolerances(declared_tolerances(resolve_metrics(scoring_identity(metric_scores)["metrics"])))
     if config.decide_on == PPI:  # refused before anything is compared or stored
         require_labels(trust, sorted(set(metric_scores["metric"].astype(str))), tenant)
     audit = Audit(
@@ -132,7 +136,7 @@ def regression_report(
         # failed to be written.
         current = baselines.current(tenant, version)
         outcome = _judge_against_baseline(
-            context, config, baselines, tenant, version, current, scored, judge, embedder, trust
+            context, config, tolerances, baselines, tenant, version, current, scored, judge, embedder, trust
         )
         report = build_report(audit, outcome)
         with baselines.locked(tenant):
@@ -141,7 +145,7 @@ def regression_report(
                     f"the baseline of {tenant}/{version} changed while {commit} was compared: comparing again"
                 )
                 continue
-            store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": config.tolerances()})
+            store.write_report(tenant, version, commit, run_id, report.stored(), {"tolerances": tolerances})
             store.write_audit_table(tenant, version, commit, run_id, "regression_report", report.table)
             baselines.mark_complete(tenant, version, commit, run_id)  # its tables are in the run's folder already
             if outcome.promotion:
@@ -179,6 +183,7 @@ class ScoredRun:
 def _judge_against_baseline(
     context,
     config: ReportConfig,
+    tolerances: dict[str, float],
     baselines: BaselineStore,
     tenant: str,
     version: str,
@@ -210,7 +215,7 @@ def _judge_against_baseline(
     comparison = compare(
         run.scores,
         baseline,
-        config.tolerances(),
+        tolerances,
         config.min_coverage,
         trust=trust,
         decide_on=config.decide_on,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rag_eval_pipeline.core.defaults import JUDGED_METRICS
 from rag_eval_pipeline.core.trust.ppi import MIN_LABELS, ppi_delta, ppi_mean
 from rag_eval_pipeline.evaluation.calibration import UNCALIBRATED_NOTE
+from rag_eval_pipeline.evaluation.user_metrics import is_judged
 
 JUDGE, PPI = "judge", "ppi"
 DECIDE_ON = (JUDGE, PPI)
-NOT_JUDGED = "no judge (a retrieval metric)"
+NOT_JUDGED = "no judge (scored without one)"
 LABELLED_COLUMNS = ["metric", "label_key", "commit", "score", "label"]
 STALE = "stale: labels changed since this judge's calibration (run `rag-eval calibrate` again); not used"
 PPI_COLUMNS = ["ppi_mean", "ppi_mean_low", "ppi_mean_high", "ppi_delta", "ppi_delta_low", "ppi_delta_high"]
@@ -40,7 +40,7 @@ class JudgeTrust:
     judge: str = ""
 
     def phrase(self, metric: str) -> str:
-        return NOT_JUDGED if metric not in JUDGED_METRICS else self.calibration.get(metric, UNCALIBRATED_NOTE)
+        return self.calibration.get(metric, UNCALIBRATED_NOTE) if is_judged(metric) else NOT_JUDGED
 
     def pairs(self, metric: str) -> pd.DataFrame:
         return self.labelled[self.labelled["metric"] == metric]
@@ -73,7 +73,7 @@ def judge_trust(store, tenant: str, scores: pd.DataFrame) -> JudgeTrust:
 
 def require_labels(trust: JudgeTrust, metrics: list[str], tenant: str) -> None:
     """Refuse PPI when no judged metric of the run has enough labels scored by this judge, in one line."""
-    judged = [m for m in metrics if m in JUDGED_METRICS]
+    judged = [m for m in metrics if is_judged(m)]
     if not judged or any(len(trust.pairs(m)) >= MIN_LABELS for m in judged):
         return
     raise MissingLabels(
@@ -96,8 +96,8 @@ def trust_columns(
     paired: the items measured by both runs (score, score_baseline), None without a baseline."""
     row: dict = {"judge_calibration": trust.phrase(metric), **dict.fromkeys(PPI_COLUMNS), "ppi_note": ""}
     pairs = trust.pairs(metric)
-    if metric not in JUDGED_METRICS or len(pairs) < MIN_LABELS:
-        row["ppi_note"] = "" if metric not in JUDGED_METRICS else f"{len(pairs)} labels: no PPI interval"
+    if not is_judged(metric) or len(pairs) < MIN_LABELS:
+        row["ppi_note"] = f"{len(pairs)} labels: no PPI interval" if is_judged(metric) else ""
         return row
     candidate_side = _side(pairs, commits[0])
     if candidate.empty:  # the candidate has no measured item: no mean to correct
@@ -126,7 +126,7 @@ def trust_columns(
 
 def decide_by_ppi(row: dict, tolerance: float) -> tuple[str, str] | None:
     """The verdict a judged metric's PPI delta interval gives, or None to keep the judge's verdict."""
-    if row["metric"] not in JUDGED_METRICS or _missing(row.get("ppi_delta_low")):
+    if not is_judged(row["metric"]) or _missing(row.get("ppi_delta_low")):
         return None
     low, high = row["ppi_delta_low"], row["ppi_delta_high"]
     shown = f"PPI delta interval [{low:+.3f}, {high:+.3f}] against -{tolerance:g}"

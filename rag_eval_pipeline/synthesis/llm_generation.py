@@ -26,6 +26,7 @@ from rag_eval_pipeline.core.llm.client import (
     LLMSettings,
     LLMUnavailable,
     StructuredLLM,
+    run_to_completion,
 )
 from rag_eval_pipeline.synthesis.items import (
     MULTI_CONTEXT,
@@ -119,7 +120,7 @@ class LLMGenerator:
 
     def generate(self, tasks: list[GenerationTask]) -> list[Outcome]:
         try:
-            return asyncio.run(self._generate_all(tasks))
+            return run_to_completion(self._generate_all(tasks))
         except LLMMisconfigured as error:
             raise GeneratorMisconfigured(_as_generator(error)) from error
         except LLMUnavailable as error:

@@ -194,3 +194,29 @@ def from_folder(
     items, failures, plan = synthesize(chunks, clusters, titles, make_generator(chunks), n_items, mix)
     golden, rejected, plan = verify(items, failures, plan, chunks, judge, embedder, settings)
     return FolderSynthesis(golden, rejected, plan, documents.rejections, len(chunks))
+
+
+def synthesize_folder(
+    folder: Path,
+    generator: str,
+    judge: Judge,
+    embedder: Embedder,
+    n_items: int,
+    mix: dict[str, float] | None = None,
+    settings: VerificationSettings = DEFAULT_VERIFICATION,
+    llm_settings: LLMSettings | None = None,
+    cache_path: str | None = None,
+) -> FolderSynthesis:
+    """from_folder with the generator named: 'offline', or 'llm' on the server llm_settings name (checked
+    before the folder is read and embedded); the one path of `rag-eval synthesize` and the API's synthesize()."""
+    if generator == "llm" and llm_settings is None:
+        raise ValueError("the LLM generator needs the judge's server: set its base URL and model")
+
+    def server() -> LLMSettings:
+        assert llm_settings is not None  # asked for by the LLM generator only, checked above
+        return llm_settings
+
+    def make_generator(chunks: pd.DataFrame) -> Generator:
+        return build_generator(generator, chunks["text"].tolist(), server, cache_path)
+
+    return from_folder(folder, make_generator, judge, embedder, n_items, mix, settings)

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judge import Judge
 from rag_eval_pipeline.core.judging.judgement import GROUND_TRUTH_SUPPORT, Failure
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.retrieval import ReferenceCandidate
 from rag_eval_pipeline.core.text import content_words, numbers
 from rag_eval_pipeline.synthesis.items import (

@@ -35,9 +35,19 @@ def definitions(tmp_path_factory):
 @pytest.mark.parametrize(
     "job, ops",
     [
-        ("full_pipeline", {"document_chunks", "synthetic_qa", "golden_set", "candidate_outputs", "regression_report"}),
+        (
+            "full_pipeline",
+            {
+                "document_chunks",
+                "synthetic_qa",
+                "golden_set",
+                "candidate_outputs",
+                "metric_scores",
+                "regression_report",
+            },
+        ),
         ("synthesis", {"document_chunks", "synthetic_qa", "golden_set"}),
-        ("audit", {"candidate_outputs", "regression_report"}),
+        ("audit", {"candidate_outputs", "metric_scores", "regression_report"}),
     ],
 )
 def test_each_job_gets_only_its_own_ops_and_dagster_accepts_the_config(definitions, job, ops):

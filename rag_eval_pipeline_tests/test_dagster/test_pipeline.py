@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from dagster import materialize
 
-from rag_eval_pipeline.core.judging.metrics import ALL_METRICS
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
 from rag_eval_pipeline.definitions import ALL_ASSETS
 from rag_eval_pipeline.reporting.baselines import FIRST_RUN
 from rag_eval_pipeline.reporting.compare import BASELINE_PROPOSED, BLOCK, PASS
@@ -95,7 +95,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     assert (outputs["status"] == "ok").all() and (outputs["commit"] == "c1").all()
 
     scores = read_audit("metric_scores")
-    assert len(scores) == len(golden) * len(ALL_METRICS)
+    assert len(scores) == len(golden) * len(BUILTIN_METRICS)
     measured = scores[scores["status"] == "ok"]["score"]
     assert measured.between(0, 1).all() and not measured.isna().any()
     evidence = json.loads(scores[scores["metric"] == "faithfulness"]["evidence"].iloc[0])
@@ -104,7 +104,7 @@ def test_full_lineage_materializes_every_stage(acme_key, instance, resources, te
     assert set(scores["judge"]) == {"offline-support-v3"} and set(scores["k"]) == {5}
 
     report = read_audit("regression_report")
-    assert set(report["metric"]) == set(ALL_METRICS) and set(report["commit"]) == {"c1"}
+    assert set(report["metric"]) == set(BUILTIN_METRICS) and set(report["commit"]) == {"c1"}
     assert (report["verdict_overall"] == BASELINE_PROPOSED).all()
     baselines = LocalBaselineStore(warehouse)
     assert (baselines.current("acme", "v1").commit, baselines.current("acme", "v1").reason) == ("c1", FIRST_RUN)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judge import DEFAULT_ABSTENTION, OfflineJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline.core.judging.results import (
     ABSTAINS_LONG_ANSWER,
     ABSTAINS_NOT_ENGLISH,
@@ -21,6 +21,7 @@ from rag_eval_pipeline.core.judging.results import (
     is_abstention,
     unmeasured_cause,
 )
+from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline.core.text import looks_non_english, word_count
 
 LOGS = "RouteWise API request logs are retained for 90 days and then deleted automatically."

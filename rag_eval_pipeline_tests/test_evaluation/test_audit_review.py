@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.judging.metrics import average_precision
+from rag_eval_pipeline.core.metrics.formulas import average_precision
 from rag_eval_pipeline.evaluation.audit_review import evidence_text, is_audit_sheet, relevant_ranks
 from rag_eval_pipeline.evaluation.labels import label_key, read_labels
 from rag_eval_pipeline.stores.local import Warehouse

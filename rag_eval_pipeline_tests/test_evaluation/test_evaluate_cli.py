@@ -103,7 +103,7 @@ def test_unmeasured_metrics_say_why(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--metrics", "faithfulness,bleu"), "unknown metrics ['bleu']"),
+        (("--metrics", "faithfulness,bleu"), "unknown metric 'bleu'"),
         (
             ("--judge", "llm", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
             "judge server at http://127.0.0.1:9/v1",
@@ -238,7 +238,7 @@ def _refuse_to_judge(judge):
         ((), "a-folder.jsonl", "a-folder.jsonl is a folder"),
         ((), "in.jsonl", "would overwrite the input"),
         (("--metrics", ","), "scores.jsonl", "--metrics names no metric"),
-        (("--metrics", "faithfulness,bleu"), "scores.jsonl", "unknown metrics ['bleu']"),
+        (("--metrics", "faithfulness,bleu"), "scores.jsonl", "unknown metric 'bleu'"),
         (("--k", "0"), "scores.jsonl", "--k must be at least 1, got 0"),
         (("--k", "-3"), "scores.jsonl", "--k must be at least 1, got -3"),
         (("--judge", "llm", "--concurrency", "0"), "scores.jsonl", "--concurrency must be at least 1, got 0"),

@@ -6,15 +6,13 @@ import math
 
 import pytest
 
-from rag_eval_pipeline.core.judging.metrics import (
-    ALL_METRICS,
-    EvalItem,
-    average_precision,
-    hit_rate,
-    mrr,
-    score_items,
-)
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import OK, UNMEASURED, MetricResult, measured, unmeasured
+from rag_eval_pipeline.core.metrics.builtin.hit_rate import hit_rate
+from rag_eval_pipeline.core.metrics.builtin.mrr import mrr
+from rag_eval_pipeline.core.metrics.formulas import average_precision
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
+from rag_eval_pipeline.core.metrics.scoring import score_items
 
 LOGS = "RouteWise API request logs are retained for 90 days and then deleted automatically."
 SANDBOX = "The sandbox is limited to 60 requests per minute per client."
@@ -35,7 +33,7 @@ def ranked(*ids: str) -> list[dict]:
     return [{"id": i, "text": f"text of {i}"} for i in ids]
 
 
-def score_item(example, judge, k=5, metrics=ALL_METRICS):
+def score_item(example, judge, k=5, metrics=BUILTIN_METRICS):
     """One item through the engine the metric_scores asset uses: the judge's batch, then the formulas."""
     results, _ = score_items([example], judge, judge.embedder, metrics, k)
     return results[0]
@@ -267,7 +265,7 @@ def test_metric_result_accepts_the_bounds_and_helpers_build_valid_results():
 def test_score_item_returns_every_metric_in_order(offline_judge):
     results = score_item(item(), offline_judge, k=1)
 
-    assert [r.metric for r in results] == list(ALL_METRICS)
+    assert [r.metric for r in results] == list(BUILTIN_METRICS)
     by_metric = {r.metric: r for r in results}
     assert by_metric["hit_rate"].evidence["k"] == 1
     assert by_metric["hit_rate"].score == 1.0

@@ -14,22 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import Correctness, Failure, GeneratedQuestions, Judgement, Verdict
-from rag_eval_pipeline.core.judging.metrics import (
-    ALL_METRICS,
-    CORRECTNESS_WEIGHTS,
-    EvalItem,
-    answer_correctness,
-    answer_relevance,
-    average_precision,
-    context_precision,
-    context_recall,
-    contextual_relevancy,
-    faithfulness,
-    hit_rate,
-    mrr,
-)
 from rag_eval_pipeline.core.judging.results import OK, UNMEASURED
+from rag_eval_pipeline.core.metrics.builtin.answer_correctness import CORRECTNESS_WEIGHTS, answer_correctness
+from rag_eval_pipeline.core.metrics.builtin.answer_relevance import answer_relevance
+from rag_eval_pipeline.core.metrics.builtin.context_precision import context_precision
+from rag_eval_pipeline.core.metrics.builtin.context_recall import context_recall
+from rag_eval_pipeline.core.metrics.builtin.contextual_relevancy import contextual_relevancy
+from rag_eval_pipeline.core.metrics.builtin.faithfulness import faithfulness
+from rag_eval_pipeline.core.metrics.builtin.hit_rate import hit_rate
+from rag_eval_pipeline.core.metrics.builtin.mrr import mrr
+from rag_eval_pipeline.core.metrics.formulas import average_precision
+from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
 from rag_eval_pipeline.reporting.compare import PASSES, UNDECIDED, compare, decision
 
 # Modest and without a deadline: the whole suite must stay fast on a shared two-core machine.
@@ -197,7 +194,7 @@ def test_answer_relevance_stays_in_bounds_for_any_cosines(question_vector, gener
 @st.composite
 def score_tables(draw) -> pd.DataFrame:
     """Score rows as metric_scores writes them, with unmeasured items (score None) among them."""
-    metrics = draw(st.lists(st.sampled_from(ALL_METRICS), min_size=1, max_size=3, unique=True))
+    metrics = draw(st.lists(st.sampled_from(BUILTIN_METRICS), min_size=1, max_size=3, unique=True))
     n_items = draw(st.integers(1, 8))
     rows = []
     for metric in metrics:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.core.defaults import JUDGED_METRICS
-from rag_eval_pipeline.core.judging.judgement import CORRECTNESS, needed_judgements
+from rag_eval_pipeline.core.judging.item import EvalItem
+from rag_eval_pipeline.core.judging.judgement import CORRECTNESS
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge, plan_calls
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
 from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.metrics.registry import JUDGED_METRICS, needed_judgements, resolve
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, follow_the_schema
 from rag_eval_pipeline_tests.support.cli import rag_eval
 
@@ -30,7 +30,7 @@ ITEMS = [
     ),
     EvalItem("q2", "Who approves exceptions?", "I don't know.", [{"id": "c", "text": "The office."}], "The office."),
 ]
-NEEDS = needed_judgements(JUDGED_METRICS)
+NEEDS = needed_judgements(resolve(JUDGED_METRICS))
 
 
 def _settings(base_url: str) -> LLMSettings:
@@ -69,7 +69,7 @@ def _prompt(body: dict) -> str:
 
 
 def test_the_plan_counts_tokens_from_the_rendered_prompts():
-    plan = plan_calls(ITEMS, needed_judgements(["faithfulness"]), _settings("http://127.0.0.1:9/v1"))
+    plan = plan_calls(ITEMS, needed_judgements(resolve(["faithfulness"])), _settings("http://127.0.0.1:9/v1"))
     [row] = plan.by_kind().values()
     chars = [call.prompt_chars for call in plan.calls]
     assert row["calls"] == row["to_send"] == 2 and row["cached"] == 0

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from rag_eval_pipeline.core.judging import llm_judge
-from rag_eval_pipeline.core.judging.judgement import CORRECTNESS, Failure, needed_judgements
+from rag_eval_pipeline.core.judging.item import EvalItem
+from rag_eval_pipeline.core.judging.judgement import CORRECTNESS, Failure
 from rag_eval_pipeline.core.judging.llm_judge import (
     CONTEXT_RELEVANCE,
     LLMJudge,
@@ -18,8 +19,8 @@ from rag_eval_pipeline.core.judging.llm_judge import (
     prompt_version,
     reply_schema,
 )
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
+from rag_eval_pipeline.core.metrics.registry import needed_judgements, resolve
 from rag_eval_pipeline.core.text import split_sentences
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, follow_the_schema
 
@@ -85,11 +86,11 @@ def test_the_prompt_version_follows_the_schema_shapes_not_the_items(monkeypatch)
 
 
 def test_the_schema_following_fake_scores_every_judged_metric():
-    from rag_eval_pipeline.core.defaults import JUDGED_METRICS
+    from rag_eval_pipeline.core.metrics.registry import JUDGED_METRICS
 
     with FakeOpenAIServer(default=follow_the_schema) as server:
         settings = LLMSettings(base_url=server.base_url, model="fake", concurrency=1)
-        [judgement] = LLMJudge(StructuredLLM(settings)).judge_many([ITEM], needed_judgements(JUDGED_METRICS))
+        [judgement] = LLMJudge(StructuredLLM(settings)).judge_many([ITEM], needed_judgements(resolve(JUDGED_METRICS)))
     assert isinstance(judgement.chunk_relevance, list) and len(judgement.chunk_relevance) == 3
     assert isinstance(judgement.ground_truth_support, list) and len(judgement.ground_truth_support) == 2
     for value in (judgement.answer_statements, judgement.generated_questions, judgement.correctness):

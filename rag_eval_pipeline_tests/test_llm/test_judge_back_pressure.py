@@ -20,9 +20,9 @@ import pytest
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.defaults import DEFAULT_RATE_LIMIT_BUDGET_S, MAX_RETRY_AFTER_S
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.llm import client
 from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline.resources import EmbedderResource

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
+from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline_tests.fake_openai_server import DROP, HANG, REFUSE, FakeOpenAIServer, Reply
 
 ITEMS = [

@@ -11,9 +11,9 @@ import pytest
 from dagster import DagsterRun
 
 from rag_eval_pipeline import settings
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import LLMSettings, StructuredLLM
 from rag_eval_pipeline.resources import EmbedderResource

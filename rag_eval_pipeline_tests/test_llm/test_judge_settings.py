@@ -23,9 +23,9 @@ from pydantic import ValidationError
 
 from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.judging import llm_judge
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import ANSWER_STATEMENTS
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge, prompt_version
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.llm.client import LLMSettings, LLMUnavailable, StructuredLLM
 from rag_eval_pipeline.resources import EmbedderResource
 from rag_eval_pipeline.resources.judge import JudgeResource

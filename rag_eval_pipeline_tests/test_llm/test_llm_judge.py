@@ -10,11 +10,12 @@ import json
 import pytest
 
 from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import Failure, total_usage
 from rag_eval_pipeline.core.judging.llm_judge import LLMJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
 from rag_eval_pipeline.core.llm.cache import LLMCallCache
 from rag_eval_pipeline.core.llm.client import LLMMisconfigured, LLMSettings, LLMUnavailable, StructuredLLM
+from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline_tests.fake_openai_server import FakeOpenAIServer, Reply
 from rag_eval_pipeline_tests.support.local_llm_server import LocalLlamaServer
 

@@ -74,7 +74,7 @@ def test_a_tolerance_that_would_pass_everything_or_nothing_is_refused(production
 def test_review_import_says_it_is_not_supported_in_production_mode(production_cli, capsys, tmp_path, upgraded_database):
     production_cli.setenv("RAG_EVAL_DATABASE_URL", upgraded_database.app_url)
     sheet = tmp_path / "sheet.csv"
-    sheet.write_text("qa_id,decision\n", encoding="utf-8")
+    sheet.write_text("qa_id,decision\nq1,accept\n", encoding="utf-8")  # an empty sheet is refused before this
     assert (
         main(["review", "import", "--tenant", "acme", "--version", "v1", "--file", str(sheet), "--new-version", "v2"])
         == 2

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judge import OfflineJudge
-from rag_eval_pipeline.core.judging.metrics import EvalItem, score_items
+from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline.evaluation.scoring import metric_rows
 from rag_eval_pipeline.reporting.compare import PASS, UNMEASURED, compare
 from rag_eval_pipeline.reporting.render import render_markdown

@@ -186,7 +186,7 @@ def test_a_bad_labels_file_exits_2_in_one_line_and_stores_nothing(tmp_path, env,
     [
         ((), "give --labels FILE, --tenant T"),
         (("--tenant", "Acme Corp"), "invalid tenant name 'Acme Corp'"),
-        (("--tenant", "acme", "--metrics", "faithfulness,bleu"), "unknown metrics ['bleu']"),
+        (("--tenant", "acme", "--metrics", "faithfulness,bleu"), "unknown metric 'bleu'"),
         (("--tenant", "acme", "--k", "0"), "--k must be at least 1"),
         (("--tenant", "acme", "--k", "99999999999999999999"), "--k must be at most 10000"),
         (("--tenant", "acme", "--labels", "labels.txt"), "unsupported format '.txt'"),

@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import Judgement, Verdict
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.trust.agreement import agreement
 from rag_eval_pipeline.evaluation import calibration as cal
 from rag_eval_pipeline.evaluation.calibration import (
@@ -211,7 +211,7 @@ def test_labels_file_columns_rows_and_empty_cells(tmp_path):
     "record, message",
     [
         ({"question": "q?", "answer": "a", "bleu_label": 1}, "column bleu_label: unknown metric 'bleu'"),
-        ({"question": "q?", "answer": "a", "mrr_label": 1}, "mrr is computed from chunk ids"),
+        ({"question": "q?", "answer": "a", "mrr_label": 1}, "mrr is computed without the judge"),
         ({"question": "q?", "answer": "a", "faithfulness_label": 2}, "line 2, column faithfulness_label: 2 is outside [0, 1]"),
         ({"question": "q?", "answer": "a", "faithfulness_label": "yes"}, "line 2, column faithfulness_label: 'yes' is not a number"),
         ({"question": "q?", "answer": "a", "faithfulness_label": [1]}, "line 2, column faithfulness_label: [1] is not a number"),

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from rag_eval_pipeline.core.judging.metrics import EvalItem
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.names import PartitionNameError, validate_name
 from rag_eval_pipeline.evaluation.labels import items_with_labels, label_rows, read_labels, store_labels
 from rag_eval_pipeline.stores.local import TENANT_TABLES_FOLDER, Warehouse

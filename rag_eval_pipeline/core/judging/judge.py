@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.criteria import OFFLINE_CANNOT_GRADE, Criterion
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import (
     ANSWER_STATEMENTS,
     CHUNK_RELEVANCE,
@@ -27,7 +29,6 @@ from rag_eval_pipeline.core.judging.judgement import (
     Judgement,
     Verdict,
 )
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.offline_support import FACT_SIGNALS, assess_support
 from rag_eval_pipeline.core.judging.results import (
     ABSTAINS_LONG_ANSWER,
@@ -116,7 +117,7 @@ class Judge(Protocol):
 
     name: str
 
-    def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]: ...
+    def judge_many(self, items: list[EvalItem], needs: set) -> list[Judgement]: ...
 
 
 class OfflineJudge:
@@ -132,13 +133,13 @@ class OfflineJudge:
         if abstention is None:
             self.name = "offline-support-v2"
 
-    def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
+    def judge_many(self, items: list[EvalItem], needs: set) -> list[Judgement]:
         if CONTEXT_RELEVANCE in needs:  # one batched embedding call instead of one per item
             sentences = [s for item in items for text in item.context_texts for s in self.statements(text)]
             self.embedder.embed(list(dict.fromkeys([item.question for item in items] + sentences)))
         return [self.judge(item, needs) for item in items]
 
-    def judge(self, item: EvalItem, needs: set[str]) -> Judgement:
+    def judge(self, item: EvalItem, needs: set) -> Judgement:
         judgement = Judgement()
         declined = self._declined(item, needs)
         answer_statements = self.statements(item.answer)
@@ -166,14 +167,17 @@ class OfflineJudge:
             judgement.correctness = declined.get(CORRECTNESS) or self._correctness(
                 item, answer_statements, truth_sentences
             )
+        for need in needs:
+            if isinstance(need, Criterion):
+                judgement.criteria[need.key] = Failure(OFFLINE_CANNOT_GRADE)
         return judgement
 
-    def _declined(self, item: EvalItem, needs: set[str]) -> dict[str, Failure]:
+    def _declined(self, item: EvalItem, needs: set) -> dict[str, Failure]:
         """The judgements this item's language blinds, each with the text that is not English."""
         if self.abstention is None:
             return {}
         texts, foreign, declined = _texts(item), {}, {}
-        for need in sorted(needs & _READS.keys()):
+        for need in sorted(_READS.keys() & needs):
             for field in _READS[need]:
                 if field not in foreign:
                     foreign[field] = looks_non_english(texts[field])

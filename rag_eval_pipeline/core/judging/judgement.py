@@ -1,7 +1,7 @@
 """What a judge says about one item, before any formula is applied.
 
 A judge (offline or LLM) answers a few primitive questions per item; the metrics turn the answers
-into scores by the formulas of metrics.py. Each answer is either a value or a `Failure` with the reason,
+into scores by their formulas (core/metrics). Each answer is either a value or a `Failure` with the reason,
 so a metric that could not be measured says why instead of scoring 0 or NaN.
 """
 
@@ -9,24 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The primitive judgements, and the metrics that need each one.
+# The primitive judgements a metric may need (core/metrics/registry.py). A criterion metric needs a
+# Criterion instead (criteria.py), which the LLM judge scores.
 ANSWER_STATEMENTS = "answer_statements"  # statements of A, each supported by C or not
 GENERATED_QUESTIONS = "generated_questions"  # questions A answers, and whether A is noncommittal
 GROUND_TRUTH_SUPPORT = "ground_truth_support"  # sentences of G, each supported by C or not
 CHUNK_RELEVANCE = "chunk_relevance"  # each retrieved chunk, relevant to G or not
 CONTEXT_RELEVANCE = "context_relevance"  # statements of C, each relevant to Q or not
 CORRECTNESS = "correctness"  # statements of A and G sorted into TP / FP / FN
-
-NEEDS: dict[str, tuple[str, ...]] = {
-    "hit_rate": (),
-    "mrr": (),
-    "faithfulness": (ANSWER_STATEMENTS,),
-    "answer_relevance": (GENERATED_QUESTIONS,),
-    "context_recall": (GROUND_TRUTH_SUPPORT,),
-    "context_precision": (CHUNK_RELEVANCE,),
-    "contextual_relevancy": (CONTEXT_RELEVANCE,),
-    "answer_correctness": (CORRECTNESS,),
-}
+PRIMITIVES = (
+    ANSWER_STATEMENTS,
+    GENERATED_QUESTIONS,
+    GROUND_TRUTH_SUPPORT,
+    CHUNK_RELEVANCE,
+    CONTEXT_RELEVANCE,
+    CORRECTNESS,
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,15 @@ class Correctness:
     false_negatives: list[str]  # statements of G missing from A
 
 
+@dataclass(frozen=True)
+class CriterionVerdict:
+    """The LLM judge's grade of an item on one criterion: 1 (not met) to 5 (fully met), and what it found
+    at each of the criterion's evaluation steps."""
+
+    score: int
+    findings: list[str]
+
+
 @dataclass
 class Judgement:
     """Primitive judgements for one item; None where not asked for."""
@@ -70,14 +77,8 @@ class Judgement:
     chunk_relevance: list[int] | Failure | None = None
     context_relevance: list[Verdict] | Failure | None = None
     correctness: Correctness | Failure | None = None
+    criteria: dict[str, CriterionVerdict | Failure] = field(default_factory=dict)  # by the criterion's key
     usage: dict[str, dict[str, int]] = field(default_factory=dict)  # per call kind: calls, tokens, cache hits
-
-
-def needed_judgements(metrics) -> set[str]:
-    unknown = set(metrics) - NEEDS.keys()
-    if unknown:
-        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {', '.join(NEEDS)}")
-    return {need for metric in metrics for need in NEEDS[metric]}
 
 
 def add_usage(totals: dict[str, dict[str, int]], kind: str, counts: dict[str, int]) -> None:

@@ -30,6 +30,9 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from rag_eval_pipeline.core.defaults import DEFAULT_JUDGE_MODE, JUDGE_MODES
+from rag_eval_pipeline.core.judging.criteria import Criterion, CriterionReply
+from rag_eval_pipeline.core.judging.criteria import reply_schema as criterion_reply_schema
+from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.judgement import (
     ANSWER_STATEMENTS,
     CHUNK_RELEVANCE,
@@ -38,28 +41,57 @@ from rag_eval_pipeline.core.judging.judgement import (
     GENERATED_QUESTIONS,
     GROUND_TRUTH_SUPPORT,
     Correctness,
+    CriterionVerdict,
     Failure,
     GeneratedQuestions,
     Judgement,
     Verdict,
     add_usage,
 )
-from rag_eval_pipeline.core.judging.metrics import EvalItem
 from rag_eval_pipeline.core.judging.results import NO_GROUND_TRUTH_FOR_RELEVANCE
 from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
-from rag_eval_pipeline.core.llm.client import RETRY_REMINDER, CallResult, LLMSettings, StructuredLLM, settle
+from rag_eval_pipeline.core.llm.client import (
+    RETRY_REMINDER,
+    CallResult,
+    LLMSettings,
+    StructuredLLM,
+    run_to_completion,
+    settle,
+)
 from rag_eval_pipeline.core.text import is_noncommittal, split_sentences
 
-# Which metrics each kind of call serves, for reporting token usage per metric.
-CALL_SERVES = {
-    "answer": ("faithfulness", "answer_relevance", "answer_correctness"),
-    ANSWER_STATEMENTS: ("faithfulness", "answer_correctness"),
-    GENERATED_QUESTIONS: ("answer_relevance",),
-    "ground_truth": ("context_recall", "context_precision"),
-    CONTEXT_RELEVANCE: ("contextual_relevancy",),
-    CORRECTNESS: ("answer_correctness",),
-    "fused_triad": ("faithfulness", "answer_relevance", "context_recall", "context_precision"),
+# The judgements each kind of call answers; a correctness call also reads the answer's statements.
+# A metric is served by the calls that answer what it needs (`calls_serving`), for token usage per metric.
+CALL_ANSWERS: dict[str, frozenset[str]] = {
+    "answer": frozenset({ANSWER_STATEMENTS, GENERATED_QUESTIONS}),
+    ANSWER_STATEMENTS: frozenset({ANSWER_STATEMENTS}),
+    GENERATED_QUESTIONS: frozenset({GENERATED_QUESTIONS}),
+    "ground_truth": frozenset({GROUND_TRUTH_SUPPORT, CHUNK_RELEVANCE}),
+    CONTEXT_RELEVANCE: frozenset({CONTEXT_RELEVANCE}),
+    CORRECTNESS: frozenset({CORRECTNESS}),
+    "fused_triad": frozenset({ANSWER_STATEMENTS, GENERATED_QUESTIONS, GROUND_TRUTH_SUPPORT, CHUNK_RELEVANCE}),
 }
+READS_TOO = {CORRECTNESS: ANSWER_STATEMENTS}
+CRITERION_CALL = "criterion"  # one call per criterion metric and item
+
+
+def calls_serving(needs) -> tuple[str, ...]:
+    """The kinds of call that answer these needs (a metric's), in CALL_ANSWERS's order."""
+    wanted = {need for need in needs if isinstance(need, str)}
+    wanted |= {READS_TOO[need] for need in wanted if need in READS_TOO}
+    kinds = [kind for kind, answers in CALL_ANSWERS.items() if answers & wanted]
+    return tuple(kinds) + ((CRITERION_CALL,) if any(isinstance(n, Criterion) for n in needs) else ())
+
+
+def call_serves(metrics) -> dict[str, tuple[str, ...]]:
+    """{call kind: the metrics it serves} for a metric set (core/metrics/registry.py Metric objects)."""
+    served: dict[str, list[str]] = {}
+    for metric in metrics:
+        for kind in calls_serving(metric.needs):
+            served.setdefault(kind, []).append(metric.name)
+    return {kind: tuple(names) for kind, names in served.items()}
+
+
 SYSTEM = "You are a strict evaluator of a retrieval-augmented QA system. Answer only with JSON that follows the schema."
 
 
@@ -251,10 +283,11 @@ class LLMJudge:
         self.llm, self.mode, self.n_questions = llm, mode, n_questions
         self.name = f"llm:{llm.settings.model}:{mode}:prompt-{prompt_version(n_questions)}"
 
-    def judge_many(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
-        return asyncio.run(self._judge_all(items, needs))
+    def judge_many(self, items: list[EvalItem], needs: set) -> list[Judgement]:
+        return run_to_completion(self.ajudge_many(items, needs))
 
-    async def _judge_all(self, items: list[EvalItem], needs: set[str]) -> list[Judgement]:
+    async def ajudge_many(self, items: list[EvalItem], needs: set) -> list[Judgement]:
+        """judge_many on the caller's event loop (a notebook's, a service's)."""
         # Bounded concurrency keeps a vLLM server's batches full without flooding a small server.
         limit = asyncio.Semaphore(self.llm.settings.concurrency)
         self.llm.open()
@@ -263,7 +296,7 @@ class LLMJudge:
         finally:
             await self.llm.close()
 
-    async def _judge(self, item: EvalItem, needs: set[str], limit: asyncio.Semaphore) -> Judgement:
+    async def _judge(self, item: EvalItem, needs: set, limit: asyncio.Semaphore) -> Judgement:
         judgement = Judgement()
         truth = split_sentences(item.ground_truth)
         call = self._caller(_fields(item, truth, self.n_questions), judgement, limit)
@@ -284,23 +317,34 @@ class LLMJudge:
                 tasks.append(self._ground_truth(item, truth, call, judgement))
         if CONTEXT_RELEVANCE in needs:
             tasks.append(self._context_relevance(item, call, judgement))
+        tasks += [self._criterion(item, need, call, judgement) for need in needs if isinstance(need, Criterion)]
         await settle(tasks)  # all of this item's calls end (and are cached) before a failure is raised
         if CORRECTNESS in needs:  # reuses the answer's statements, so it runs after them
             await self._correctness(item, truth, call, judgement)
         return judgement
 
     def _caller(self, fields: dict, judgement: Judgement, limit: asyncio.Semaphore):
-        """One item's calls: the kind's prompt and reply schema, filled with the item's fields."""
+        """One item's calls: the kind's prompt and reply schema, filled with the item's fields (or a prompt
+        and schema of the call's own: a criterion's)."""
 
-        async def call(kind: str, **more_fields) -> CallResult:
+        async def call(kind: str, prompt: str = "", schema: type[BaseModel] | None = None, **more_fields) -> CallResult:
             request_fields = {**fields, **more_fields}
-            messages = _messages(PROMPTS[kind].format(**request_fields))
+            messages = _messages(prompt or PROMPTS[kind].format(**request_fields))
             async with limit:
-                result = await self.llm.call(kind, messages, reply_schema(kind, request_fields))
+                result = await self.llm.call(kind, messages, schema or reply_schema(kind, request_fields))
             add_usage(judgement.usage, kind, result.usage)
             return result
 
         return call
+
+    async def _criterion(self, item: EvalItem, found: Criterion, call, judgement: Judgement) -> None:
+        texts = {"question": item.question, "answer": item.answer, "contexts": _numbered(item.context_texts)}
+        texts["ground_truth"] = item.ground_truth
+        result = await call(CRITERION_CALL, found.prompt(texts), criterion_reply_schema(len(found.steps)))
+        reply = cast(CriterionReply, result.parsed)
+        judgement.criteria[found.key] = (
+            Failure(result.failure) if reply is None else CriterionVerdict(reply.score, list(reply.step_findings))
+        )
 
     async def _answer(self, item, call, judgement) -> None:
         result = await call("answer")
@@ -530,7 +574,7 @@ class _Planner(StructuredLLM):
 
 def plan_calls(
     items: list[EvalItem],
-    needs: set[str],
+    needs: set,
     settings: LLMSettings,
     mode: str = DEFAULT_JUDGE_MODE,
     n_questions: int = 3,
@@ -544,7 +588,7 @@ def plan_calls(
     judgements = judge.judge_many(items, needs)
     if CORRECTNESS in needs:
         planner.estimating = True
-        asyncio.run(_estimate_correctness(judge, items, judgements))
+        run_to_completion(_estimate_correctness(judge, items, judgements))
     return CallPlan(judge.name, len(items), tuple(planner.planned), settings.max_tokens)
 
 

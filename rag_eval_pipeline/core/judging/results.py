@@ -70,6 +70,7 @@ ABSTAINS_NOT_ENGLISH = (
     "English-only (use the LLM judge)"
 )
 CANDIDATE_FAILED = "candidate failed: "  # + the candidate's error
+NOT_APPLICABLE_PREFIX = "not applicable: "  # + why a team's metric does not apply (evaluation/user_metrics.py)
 
 _NOT_APPLICABLE_REASONS = frozenset(
     {
@@ -88,7 +89,7 @@ _CANDIDATE_REASONS = frozenset({EMPTY_ANSWER})
 def unmeasured_cause(reason: str) -> str:
     """NOT_APPLICABLE, CANDIDATE or JUDGE for an unmeasured row's reason (also for rows stored before this
     classification existed: the reasons are the same words)."""
-    if reason in _NOT_APPLICABLE_REASONS:
+    if reason in _NOT_APPLICABLE_REASONS or reason.startswith(NOT_APPLICABLE_PREFIX):
         return NOT_APPLICABLE
     if reason in _CANDIDATE_REASONS or reason.startswith(CANDIDATE_FAILED):
         return CANDIDATE

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import email.utils
 import itertools
 import json
@@ -29,10 +30,10 @@ import math
 import random
 import re
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -47,6 +48,8 @@ from rag_eval_pipeline.core.defaults import (
     RESPONSE_FORMATS,
 )
 from rag_eval_pipeline.core.llm.cache import LLMCallCache, request_key
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # openai costs about a second to import: only the LLM paths, not every run, pay for it
     import httpx2
@@ -422,6 +425,17 @@ def _retry_after_s(headers: httpx2.Headers) -> float | None:
 def _wait_s(retry_after_s: float | None, attempt: int) -> float:
     """What the server asked for, at most MAX_RETRY_AFTER_S at a time; else our backoff."""
     return min(retry_after_s, MAX_RETRY_AFTER_S) if retry_after_s is not None else _backoff_s(attempt)
+
+
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, also where this thread's event loop is already running (a notebook, a service): there
+    the coroutine runs on a loop of its own in a worker thread, and this thread waits for it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, coroutine).result()
 
 
 async def settle(awaitables: Iterable[Awaitable]) -> list:
