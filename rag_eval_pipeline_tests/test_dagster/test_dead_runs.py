@@ -49,7 +49,10 @@ def hanging_gate(env, commit: str):
     finally:
         if process.poll() is None:
             process.kill()
-        process.communicate(timeout=60)
+        process.wait(timeout=60)
+        # Not read to its end: Dagster's compute-log mirror (a `tail -F` and its orphan watcher) shares the pipe,
+        # and a gate killed between starting the two leaves the tail running, so the pipe never closes.
+        process.stderr.close()
 
 
 def _wait_for_its_run(env, process: subprocess.Popen, timeout_s: float = 300.0) -> str:
