@@ -219,9 +219,11 @@ def session_evaluator() -> RagEvaluator:
     return _session
 
 
-def use_evaluator(evaluator: RagEvaluator | None) -> None:
+def use_evaluator(evaluator: RagEvaluator | None) -> RagEvaluator | None:
+    """Make evaluator the session's (None: a default one on next use); the one it replaces."""
     global _session
-    _session = evaluator
+    previous, _session = _session, evaluator
+    return previous
 
 
 def assert_rag(
