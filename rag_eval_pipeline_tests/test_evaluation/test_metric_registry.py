@@ -207,6 +207,8 @@ def test_a_changed_function_is_a_new_version_and_joins_the_judges_name(team_pack
         f"offline-support-v3+{first.name}@{first.identity}"
     )
     assert scoring_name("offline-support-v3", resolve(BUILTIN_METRICS)) == "offline-support-v3"  # built-ins: as before
+    # The order a metric set is named in does not change whose scores they are (a calibration finds them).
+    assert scoring_name("j", (first, second)) == scoring_name("j", (second, first))
 
 
 def test_an_entry_point_names_a_metric_by_its_short_name(tmp_path, monkeypatch):

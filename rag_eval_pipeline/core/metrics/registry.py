@@ -70,7 +70,8 @@ def needed_judgements(metrics: Sequence[Metric]) -> set[Need]:
 def scoring_name(judge_name: str, metrics: Sequence[Metric]) -> str:
     """The judge column of a score row: the judge's name, and each of a team's metrics with its version, so
     that scores made by a changed metric are never compared with the old ones."""
-    return judge_name + "".join(f"+{metric.name}@{metric.identity}" for metric in metrics if metric.identity)
+    versioned = sorted((metric.name, metric.identity) for metric in metrics if metric.identity)  # any order given
+    return judge_name + "".join(f"+{name}@{identity}" for name, identity in versioned)
 
 
 def tolerances(metrics: Sequence[Metric]) -> dict[str, float]:
