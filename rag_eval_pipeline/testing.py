@@ -90,11 +90,8 @@ class RagEvaluator:
         return self._judge_and_embedder()[0].name
 
     def prefetch(self, cases: Iterable[Case], metrics: Iterable[Any]) -> None:
-        """Score these cases now, in one batch; later assertions on them read the results."""
-        from rag_eval_pipeline.core.metrics.registry import names
-
-        chosen = self._metrics(metrics)
-        self._score([case for case in cases], chosen, names(chosen))
+        """Score these cases now, in one batch; later assertions on them, of any of these metrics, read the results."""
+        self._score(list(cases), self._metrics(metrics))
 
     def assert_rag(
         self,
@@ -112,7 +109,7 @@ class RagEvaluator:
         if not chosen:
             raise ValueError("assert_rag needs min_scores (a threshold per metric), or metrics to score")
         case = Case(question, tuple(contexts), answer, ground_truth, tuple(gold_chunk_ids))
-        results = self._score([case], chosen, tuple(m.name for m in chosen))[0]
+        results = self._score([case], chosen)[0]
         self.assertions += 1
         self._check(results, thresholds, {m.name: m for m in chosen})
         return results
@@ -146,21 +143,31 @@ class RagEvaluator:
 
         return resolve_metrics(list(metrics))
 
-    def _score(self, cases: list[Case], chosen: tuple[Metric, ...], metric_names: tuple[str, ...]) -> list[dict]:
+    def _score(self, cases: list[Case], chosen: tuple[Metric, ...]) -> list[dict[str, MetricResult]]:
+        """{metric name: result} per case; what was scored before (one result per case and metric version)
+        is read, the rest scored in one batch."""
         from rag_eval_pipeline.core.metrics.scoring import score_items
         from rag_eval_pipeline.evaluation.tabular import rows_from_records, to_items
 
-        keys = [(case.key(), metric_names) for case in cases]
-        missing = [case for case, key in zip(cases, keys) if key not in self._scored]
-        if missing:
-            items, bad = to_items(rows_from_records([case.record() for case in missing]))
+        keys = [case.key() for case in cases]
+        pending = {
+            key: case for key, case in zip(keys, cases) if any(self._key(key, m) not in self._scored for m in chosen)
+        }
+        if pending:
+            missing = tuple(m for m in chosen if any(self._key(key, m) not in self._scored for key in pending))
+            items, bad = to_items(rows_from_records([case.record() for case in pending.values()]))
             if bad:
                 raise ValueError(f"case {bad[0].row_number} cannot be scored: {bad[0].reason}")
             judge, embedder = self._judge_and_embedder()
-            results, _ = score_items([item for _, item in items], judge, embedder, chosen, self.k)
-            for case, item_results in zip(missing, results):
-                self._scored[(case.key(), metric_names)] = {r.metric: r for r in item_results}
-        return [self._scored[key] for key in keys]
+            results, _ = score_items([item for _, item in items], judge, embedder, missing, self.k)
+            for key, item_results in zip(pending, results):
+                for metric, result in zip(missing, item_results):
+                    self._scored[self._key(key, metric)] = result
+        return [{m.name: self._scored[self._key(key, m)] for m in chosen} for key in keys]
+
+    @staticmethod
+    def _key(case_key: str, metric: Metric) -> tuple[str, str, str]:
+        return case_key, metric.name, metric.identity
 
     def _check(
         self, results: Mapping[str, MetricResult], thresholds: Mapping[str, float], metrics: Mapping[str, Metric]

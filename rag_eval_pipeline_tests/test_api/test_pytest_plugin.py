@@ -98,7 +98,7 @@ def test_a_sessions_assertions_share_one_judge_and_a_prefetched_batch(embedder):
         Case("How long do refunds take?", (CONTEXT,), answer, "Refunds are paid within 14 days.")
         for answer in ("Refunds are paid within 14 days.", "Refunds are paid within 45 days.", "Within 14 days.")
     ]
-    evaluator.prefetch(cases, ["faithfulness"])
+    evaluator.prefetch(cases, ["faithfulness", "answer_relevance"])
     assert judge.batches == [3]
     first, second = cases[0], cases[1]
     evaluator.assert_rag(first.question, first.contexts, first.answer, first.ground_truth, {"faithfulness": 0.9})
@@ -106,7 +106,7 @@ def test_a_sessions_assertions_share_one_judge_and_a_prefetched_batch(embedder):
         evaluator.assert_rag(
             second.question, second.contexts, second.answer, second.ground_truth, {"faithfulness": 0.9}
         )
-    assert judge.batches == [3]  # answered from the batch: no more judge calls
+    assert judge.batches == [3]  # answered from the batch (of more metrics than asserted): no more judge calls
     evaluator.assert_rag("Another?", (CONTEXT,), "Yes.", min_scores={"hit_rate": 1}, gold_chunk_ids=["context-1"])
     assert judge.batches == [3]  # hit rate needs no judge
 
