@@ -18,6 +18,7 @@ ValueError with a one-line message. The embedding model and the judge load on th
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,8 +119,10 @@ def gate(
     if current.service.remote:
         raise ValueError("gate() runs the gate on this machine; with RAG_EVAL_SERVER set, run `rag-eval gate`")
     for name, value in (("tolerance", tolerance), ("min_coverage", min_coverage)):
-        if value is not None and not 0 <= value <= 1:
-            raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        if value is not None and not (_is_number(value) and 0 <= value <= 1):
+            raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
+    if decide_on not in ("judge", "ppi"):
+        raise ValueError(f"decide_on must be 'judge' or 'ppi', got {decide_on!r}")
     try:
         request = GateRequest(
             tenant,
@@ -134,7 +137,7 @@ def gate(
             main_branch=main_branch,
             rescore_baseline=rescore_baseline,
             decide_on=decide_on,
-            metrics=checked_metrics(None if metrics is None else ",".join(metrics)),
+            metrics=checked_metrics(_metric_names(metrics, current)),
             junit=None if junit is None else Path(junit),
         )
         done = run_gate(current, request)
@@ -162,6 +165,21 @@ def _prepared(data: Any, metrics: Iterable[Any] | None, judge: Any, k: int):
     return rows, chosen, scorer, embedder
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _metric_names(metrics: Iterable[str] | str | None, current: Settings) -> str | None:
+    """The gate's metric set as `--metrics` takes it (a run names its metrics, objects cannot travel to it);
+    None: RAG_EVAL_METRICS, else every built-in, as the command."""
+    if metrics is None:
+        return ",".join(current.metrics) or None
+    chosen = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not all(isinstance(name, str) for name in chosen):
+        raise ValueError("gate() takes metric names (a built-in's, package.module:function or an entry point's)")
+    return ",".join(chosen)
+
+
 def _rows(data: Any):
     import pandas as pd
 
@@ -182,11 +200,15 @@ def _rows(data: Any):
 
 
 def _metrics(metrics: Iterable[Any] | None, current: Settings) -> tuple[Metric, ...]:
+    from rag_eval_pipeline.core.judging.criteria import Criterion
+    from rag_eval_pipeline.core.metrics.metric import Metric
     from rag_eval_pipeline.core.metrics.registry import BUILTIN_METRICS
     from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 
     if isinstance(metrics, str):  # "faithfulness,answer_relevance", as --metrics takes it
         metrics = [part.strip() for part in metrics.split(",") if part.strip()]
+    elif isinstance(metrics, (Metric, Criterion)) or callable(metrics):  # one metric object
+        metrics = [metrics]
     chosen = list(metrics) if metrics is not None else list(current.metrics or BUILTIN_METRICS)
     if not chosen:
         raise ValueError("metrics names no metric")
@@ -201,6 +223,8 @@ def _judge_options(judge: Any, current: Settings | None = None) -> JudgeOptions:
     current = current or _settings()
     if isinstance(judge, JudgeOptions):
         return judge
+    if not (judge is None or isinstance(judge, (str, Mapping))):
+        raise ValueError(f"judge is None, 'offline', 'llm' or a dict of judge options, got {type(judge).__name__}")
     overrides = {"kind": judge} if isinstance(judge, str) else dict(judge or {})
     try:
         validated = current.judge.model_validate({**current.judge.model_dump(), **overrides})

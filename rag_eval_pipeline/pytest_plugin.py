@@ -34,6 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     unmeasured = config.getoption("--rag-unmeasured") or config.getini("rag_eval_unmeasured") or "skip"
     if unmeasured not in UNMEASURED_POLICIES:
         raise pytest.UsageError(f"rag_eval_unmeasured must be skip or fail, got {unmeasured!r}")
+    if judge not in (None, "offline", "llm"):
+        raise pytest.UsageError(f"rag_eval_judge must be offline or llm, got {judge!r}")
     evaluator = RagEvaluator(judge=judge, unmeasured=unmeasured)
     config.stash[_EVALUATOR] = evaluator
     use_evaluator(evaluator)

@@ -65,7 +65,8 @@ class Case:
         }
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(self.record(), sort_keys=True).encode("utf-8")).hexdigest()
+        # repr for what JSON cannot hold: such a case is refused when read, with its reason, not here
+        return hashlib.sha256(json.dumps(self.record(), sort_keys=True, default=repr).encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -175,11 +176,12 @@ class RagEvaluator:
         from rag_eval_pipeline.core.judging.results import OK
 
         failed, unmeasured = [], []
-        for name, threshold in thresholds.items():
-            result = results[name]
+        for name, result in results.items():  # a metric asked for without a threshold is never a pass unmeasured
+            threshold = thresholds.get(name)
             if result.status != OK:
-                unmeasured.append(f"{name} unmeasured (threshold {threshold:g}): {result.reason}")
-            elif result.score is not None and result.score < threshold:
+                wanted = f" (threshold {threshold:g})" if threshold is not None else ""
+                unmeasured.append(f"{name} unmeasured{wanted}: {result.reason}")
+            elif threshold is not None and result.score is not None and result.score < threshold:
                 evidence = _evidence(metrics[name], result)
                 failed.append(f"{name} {result.score:.3f} < {threshold:g} (judge {self.judge_name}){evidence}")
         if failed:
@@ -204,7 +206,7 @@ def _thresholds(min_scores: Mapping[str, float]) -> dict[str, float]:
     for name, value in min_scores.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
             raise ValueError(f"min_scores[{name!r}] must be a number in [0, 1], got {value!r}")
-        thresholds[str(name)] = float(value)
+        thresholds[str(name).strip()] = float(value)
     return thresholds
 
 

@@ -116,6 +116,11 @@ def gate(context: click.Context, dry_run: bool, metrics: str | None, **options) 
             )
         if context.get_parameter_source("metrics") == click.core.ParameterSource.COMMANDLINE:
             raise BadInput("--metrics: the gate service scores the metrics its operator set (RAG_EVAL_METRICS)")
+        if settings().metrics:
+            click.echo(
+                "note: RAG_EVAL_METRICS is not used here: the gate service scores the metrics its operator set",
+                err=True,
+            )
         return _gate_through_service(request)
     request = replace(request, metrics=checked_metrics(metrics))
     if dry_run:

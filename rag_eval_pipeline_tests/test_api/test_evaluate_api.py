@@ -100,6 +100,16 @@ def test_the_result_summarises_and_says_why_a_metric_was_not_measured():
     assert "hit_rate" in repr(result) and "2/3" in repr(result)
 
 
+def test_one_metric_object_is_a_metric_set():
+    def short(item):
+        return 1.0 if len(item.answer.split()) <= 6 else 0.0
+
+    result = evaluate(ROWS[:2], metrics=short)
+    assert list(result.to_pandas()["short"]) == [0.0, 0.0]  # a function passed as an object: its own name
+    with pytest.raises(ValueError, match="needs a name"):
+        evaluate(ROWS[:1], metrics=lambda item: 1.0)
+
+
 def test_nothing_measured_is_no_mean_not_nan():
     result = evaluate([{**ROWS[0], "gold_chunk_ids": []}], metrics=["hit_rate"])
     assert result.summary()["mean"].isna().all() and result.summary()["mean"].dtype == "Float64"
@@ -117,6 +127,12 @@ def test_nothing_measured_is_no_mean_not_nan():
         (lambda: evaluate(ROWS, judge="llm"), "needs a base URL and a model"),
         (lambda: evaluate(ROWS, metrics=["os:system"]), "not in an allowed package"),
         (lambda: evaluate("missing.jsonl"), "does not exist"),  # a FileNotFoundError, as open() raises
+        (lambda: evaluate(ROWS, judge=5), "judge is None, 'offline', 'llm' or a dict"),
+        (lambda: rag_eval_pipeline.criterion("Polite.", steps="Read the answer."), "steps is a list of strings"),
+        (lambda: rag_eval_pipeline.criterion(None), "a criterion's text is a sentence"),
+        (lambda: rag_eval_pipeline.gate("acme", "c1", decide_on="PPI"), "decide_on must be 'judge' or 'ppi'"),
+        (lambda: rag_eval_pipeline.gate("acme", "c1", tolerance="0.1"), "tolerance must be a number"),
+        (lambda: rag_eval_pipeline.gate("acme", "c1", metrics=[len]), "gate() takes metric names"),
     ],
 )
 def test_bad_input_is_a_one_line_value_error(call, message):

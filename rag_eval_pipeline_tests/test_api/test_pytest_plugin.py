@@ -124,3 +124,21 @@ def test_a_bad_threshold_is_refused(embedder, min_scores, message):
     evaluator._built = (OfflineJudge(embedder), embedder)
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         evaluator.assert_rag("Q?", (CONTEXT,), "A.", min_scores=min_scores)
+
+
+def test_a_metric_asked_for_without_a_threshold_is_never_a_pass_unmeasured(embedder):
+    evaluator = RagEvaluator(unmeasured="fail")
+    evaluator._built = (OfflineJudge(embedder), embedder)
+    with pytest.raises(RagAssertionError, match="hit_rate unmeasured: item has no gold chunk ids"):
+        evaluator.assert_rag("Q?", (CONTEXT,), "Refunds take 14 days.", metrics=["hit_rate"])
+    skipping = RagEvaluator()
+    skipping._built = evaluator._built
+    with pytest.raises(pytest.skip.Exception, match="hit_rate unmeasured"):
+        skipping.assert_rag("Q?", (CONTEXT,), "Refunds take 14 days.", metrics=["hit_rate"])
+
+
+def test_a_threshold_named_with_stray_spaces_still_asserts(embedder):
+    evaluator = RagEvaluator()
+    evaluator._built = (OfflineJudge(embedder), embedder)
+    with pytest.raises(RagAssertionError, match="faithfulness 0.000 < 0.9"):
+        evaluator.assert_rag("Q?", (CONTEXT,), "Refunds are paid within 45 days.", min_scores={"faithfulness ": 0.9})

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval_pipeline.evaluation.user_metrics import _loaded
+from rag_eval_pipeline.evaluation.user_metrics import _imported, _loaded
 from rag_eval_pipeline_tests.support.cli import rag_eval, rag_eval_process
 from rag_eval_pipeline_tests.test_dagster.test_gate import _audit_table, _golden_outputs
 
@@ -44,6 +44,7 @@ def team_env(synthesized_cli_env, tmp_path, monkeypatch):
     }
     for module in [name for name in sys.modules if name.startswith("team_gate_metrics")]:
         del sys.modules[module]
+    _imported.cache_clear()
     _loaded.cache_clear()
 
 
@@ -89,7 +90,8 @@ def test_a_candidate_that_regresses_only_on_a_team_metric_is_blocked(team_env, t
 
     for variable in ("DAGSTER_HOME", "RAG_EVAL_DOCUMENTS_ROOT", "RAG_EVAL_WAREHOUSE", "RAG_EVAL_CANDIDATE_MODULES"):
         monkeypatch.setenv(variable, team_env[variable])
-    verdict = gate("acme", "spaced", outputs=spaced, metrics=["hit_rate", "mrr", METRIC])
+    monkeypatch.setenv("RAG_EVAL_METRICS", METRICS)  # the run's metric set, as the command reads it too
+    verdict = gate("acme", "spaced", outputs=spaced)
     assert verdict.exit_code == 1 and verdict.regressed == [METRIC]
     from_command = [line for line in _verdict_lines(blocked.stdout) if not line.startswith("report: ")]
     assert [line for line in verdict.lines() if not line.startswith("report: ")] == from_command
@@ -120,4 +122,14 @@ def test_a_team_metric_the_allow_list_does_not_name_is_refused_before_any_run(te
         "RAG_EVAL_CANDIDATE_MODULES)"
     ]
     assert not list(Path(env["RAG_EVAL_WAREHOUSE"]).glob("acme/v1/audits/*"))  # no audit started
+    # A metric module that calls sys.exit() when imported: it made the gate exit 0, read as a pass.
+    (Path(team_env["PYTHONPATH"].split(":")[0]) / "team_gate_metrics" / "exits.py").write_text(
+        "import sys\nsys.exit()\n"
+    )
+    exits = rag_eval(
+        team_env, "gate", "--tenant", "acme", "--candidate", "c2", "--metrics", "team_gate_metrics.exits:f"
+    )
+    assert exits.returncode == 2
+    assert "cannot import metric module 'team_gate_metrics.exits': SystemExit" in exits.stderr
+    assert not list(Path(env["RAG_EVAL_WAREHOUSE"]).glob("acme/v1/audits/*"))
     assert pd.read_parquet(Path(env["RAG_EVAL_WAREHOUSE"]) / "acme" / "v1" / "golden_set.parquet").shape[0] > 0

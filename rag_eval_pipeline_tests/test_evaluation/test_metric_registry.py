@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -30,6 +32,9 @@ from rag_eval_pipeline.core.metrics.scoring import score_items
 from rag_eval_pipeline.evaluation.user_metrics import (
     ENTRY_POINT_GROUP,
     MetricError,
+    Unmeasured,
+    _imported,
+    _loaded,
     criterion,
     metric,
     metric_named,
@@ -55,6 +60,8 @@ def team_package(tmp_path, monkeypatch):
     yield write
     for name in [m for m in sys.modules if m.startswith("team_metrics")]:
         del sys.modules[name]
+    _imported.cache_clear()
+    _loaded.cache_clear()
 
 
 # ---- the registry ------------------------------------------------------------------------------
@@ -274,3 +281,142 @@ def test_a_criterion_grade_maps_to_the_unit_interval(embedder):
         graded[0].evidence == {"grade": 1, "step_findings": ["ok"]} and found.evidence_line(graded[0].evidence) == "ok"
     )
     assert math.isclose(graded[1].score, 0.5)
+
+
+# ---- what a team's code cannot do (found by a hostile review) ---------------------------------------
+
+
+def test_a_metric_module_that_exits_at_import_is_refused_in_one_line(team_package):
+    """It made `rag-eval gate` exit 0, read as a pass, with no audit and no word."""
+    module = team_package("exits", "import sys\nsys.exit()\n")
+    with pytest.raises(MetricError, match="cannot import metric module 'team_metrics.exits': SystemExit"):
+        metric_named(f"{module}:anything")
+
+
+def test_whatever_a_metric_raises_or_prints_or_changes_stays_with_its_own_score(embedder, team_package, capsys):
+    module = team_package(
+        "rude",
+        """
+        import sys
+
+        class Custom(BaseException):
+            pass
+
+        def exits(item):
+            sys.exit(0)
+
+        def custom(item):
+            raise Custom("mine")
+
+        def chatty(item):
+            print("gate: PASS")
+            return 1.0
+
+        def mutates(item):
+            item.contexts.clear()
+            item.gold_chunk_ids.clear()
+            return 1.0
+        """,
+    )
+    chosen = resolve_metrics([f"{module}:{name}" for name in ("exits", "custom", "chatty", "mutates")] + ["hit_rate"])
+    [results], _ = score_items([item()], OfflineJudge(embedder), embedder, chosen)
+    by_name = {r.metric.rsplit(":", 1)[-1]: r for r in results}
+    assert by_name["exits"].status == UNMEASURED and "raised SystemExit" in by_name["exits"].reason
+    assert by_name["custom"].status == UNMEASURED and "raised Custom: mine" in by_name["custom"].reason
+    assert by_name["chatty"].score == 1.0 and by_name["mutates"].score == 1.0
+    assert by_name["hit_rate"].score == 1.0  # the item the next metric reads is as it was
+    printed = capsys.readouterr()
+    assert "gate: PASS" not in printed.out and "gate: PASS" in printed.err  # never on a command's stdout
+
+
+def test_a_name_that_reaches_code_outside_the_allowed_package_is_refused(team_package):
+    module = team_package("imports", "import sys\nfrom os.path import basename\n")
+    with pytest.raises(MetricError, match="names a module"):
+        metric_named(f"{module}:sys.exit")
+    with pytest.raises(MetricError, match="runs code of module 'posixpath', outside the allowed packages"):
+        metric_named(f"{module}:basename")
+
+
+@pytest.mark.parametrize("name", ["id", "error", "faithfulness_status", "a|b", "two words", "line\nbreak", ""])
+def test_a_name_that_cannot_be_a_column_is_refused(name):
+    with pytest.raises(MetricError):
+        resolve_metrics([metric(lambda item: 1.0, name=name)] if name else [criterion("x", name="=x")])
+
+
+def test_a_metric_object_gets_the_guards_and_a_version_of_its_own(embedder):
+    from rag_eval_pipeline.core.judging.results import measured
+    from rag_eval_pipeline.core.metrics.metric import Metric
+
+    fake = Metric("faithfulness", lambda scoring: measured("faithfulness", 1.0))
+    with pytest.raises(MetricError, match="is a built-in metric's"):
+        resolve_metrics([fake])
+    broken = Metric("broken", lambda scoring: 1 / 0)
+    (found,) = resolve_metrics([broken])
+    assert found.identity and found.identity == resolve_metrics([broken])[0].identity
+    [results], _ = score_items([item()], OfflineJudge(embedder), embedder, [found])
+    assert results[0].status == UNMEASURED and "raised ZeroDivisionError" in results[0].reason
+
+
+def test_an_unmeasured_reason_of_the_team_never_reads_as_one_the_gate_treats_otherwise(embedder):
+    """`item has no gold chunk ids` is a built-in's not-applicable reason: from a team's metric it passed."""
+    (found,) = resolve_metrics([metric(lambda item: Unmeasured("item has no gold chunk ids"), name="team")])
+    result = found.score(Scoring(item(), Judgement(), embedder, 5))
+    assert result.reason == "metric team: item has no gold chunk ids" and unmeasured_cause(result.reason) == JUDGE
+
+
+def test_a_version_changes_with_what_the_code_computes(team_package):
+    helper = team_package(
+        "helped",
+        "LIMIT = 10\ndef _helper(item):\n    return len(item.answer) <= LIMIT\n"
+        "def short(item):\n    return float(_helper(item))\n",
+    )
+    before = metric_named(f"{helper}:short").identity
+    _imported.cache_clear(), _loaded.cache_clear()
+    del sys.modules[helper]
+    team_package(
+        "helped",
+        "LIMIT = 1000\ndef _helper(item):\n    return len(item.answer) <= LIMIT\n"
+        "def short(item):\n    return float(_helper(item))\n",
+    )
+    assert metric_named(f"{helper}:short").identity != before  # a constant the function reads changed
+
+    factory = team_package(
+        "factory",
+        "def at_most(words):\n    def short(item):\n"
+        "        return float(len(item.answer.split()) <= words)\n    return short\n"
+        "LOOSE, STRICT = at_most(100), at_most(2)\n",
+    )
+    loose, strict = metric_named(f"{factory}:LOOSE"), metric_named(f"{factory}:STRICT")
+    assert loose.identity != strict.identity  # the same source, another closure
+
+
+def test_a_callable_objects_version_is_the_same_in_every_process(team_package, tmp_path):
+    module = team_package(
+        "objects",
+        """
+        import functools
+
+        class AtMost:
+            def __init__(self, words):
+                self.words = words
+
+            def __call__(self, item):
+                return float(len(item.answer.split()) <= self.words)
+
+        def at_most(words, item):
+            return float(len(item.answer.split()) <= words)
+
+        instance = AtMost(5)
+        bound = functools.partial(at_most, 5)
+        """,
+    )
+    probe = (
+        "from rag_eval_pipeline.evaluation.user_metrics import metric_named\n"
+        f"print(metric_named('{module}:instance').identity, metric_named('{module}:bound').identity)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{sys.path[0]}:{os.environ.get('PYTHONPATH', '')}"}
+    runs = [
+        subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    assert runs[0].stdout == runs[1].stdout and len(runs[0].stdout.split()) == 2

@@ -9,7 +9,7 @@ import pytest
 from dagster import AssetKey, materialize
 
 from rag_eval_pipeline.definitions import ALL_ASSETS
-from rag_eval_pipeline.evaluation.user_metrics import _loaded
+from rag_eval_pipeline.evaluation.user_metrics import _imported, _loaded
 from rag_eval_pipeline.resources import JudgeResource
 from rag_eval_pipeline.synthesis.checks import SYNTHESIS_CHECKS
 
@@ -41,6 +41,7 @@ def team_criteria(tmp_path, monkeypatch):
     yield
     for module in [name for name in sys.modules if name.startswith("team_criteria")]:
         del sys.modules[module]
+    _imported.cache_clear()
     _loaded.cache_clear()
 
 
