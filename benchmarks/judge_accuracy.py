@@ -11,7 +11,7 @@ benchmarks/results/judge_accuracy.json. Two judges of statement support are comp
   given the question, as the pipeline calls it. (The first offline judge, lexical coverage with number
   and negation checks, scored 0.783 pairwise F here; it is gone.)
 
-Faithfulness F is the formula of core/judging/metrics.py: supported statements / statements (binary verdicts); G is the
+Faithfulness F is the formula of core/metrics/builtin/faithfulness.py: supported statements / statements (binary verdicts); G is the
 mean graded support score. On HaluEval, pairwise agreement is taken over records sharing `pair_id`
 (good scored strictly above bad, ties half). Detection flags a record as hallucinated when F < 1.
 
