@@ -86,7 +86,7 @@ DATA = ROOT.parent / "shared" / "benchmarks" / "halueval_qa_dev.jsonl"
 RESULTS = ROOT / "benchmarks" / "results" / "cost_vs_ragas.json"
 PEER_PYTHON = ROOT / "benchmarks" / ".peer-venv" / "bin" / "python"
 METRICS = ("faithfulness", "answer_relevance", "context_recall", "context_precision")
-# Our judge's call kinds and the benchmarked metrics each serves: what llm_judge.call_serves derives,
+# Our judge's call kinds and the benchmarked metrics each serves: a copy of what llm_judge.call_serves derives,
 # because this file also runs as the ragas worker in the peer venv, where the project is not importable.
 OUR_KINDS = {
     "answer": ("faithfulness", "answer_relevance"),
