@@ -6,7 +6,8 @@ truth checked against its gold contexts by the offline support check (unless --n
 that fail kept in rejected_qa with their reason, the golden set published only when it passes the
 synthesis job's expectations suite, with a document_chunks table of the imported contexts for the
 audit's reference candidate to retrieve over. `export` writes a published golden set, or one audit's
-answered items (question, retrieved contexts, answer, reference), in one of those formats.
+answered items (question, retrieved contexts, answer, reference), in one of those formats; a CSV's cells
+that a spreadsheet would run as formulas are marked as text, and it says how many.
 The mapping is synthesis/interop.py's.
 """
 
@@ -149,8 +150,11 @@ def export(tenant: str, version: str, format_name: str, run_id: str | None, out:
     store = results_store()
     golden = _published_golden_set(store, tenant, version)
     if run_id is None:
-        path = write_records(golden_records(golden, format_name), out, format_name)
-        click.echo(f"{len(golden)} items of the golden set of {tenant}/{version} written to {path} ({format_name})")
+        written = write_records(golden_records(golden, format_name), out, format_name)
+        click.echo(
+            f"{len(golden)} items of the golden set of {tenant}/{version} written to {written.path} ({format_name})"
+        )
+        _note_marked(written.marked)
         return 0
     return _export_audit(store, tenant, version, run_id, golden, format_name, out)
 
@@ -177,9 +181,27 @@ def _export_audit(store, tenant: str, version: str, run_id: str, golden, format_
     if not answered:
         raise BadInput(f"the candidate answered no item in audit {run_id}: nothing to export")
     items = [audited.item for audited in answered.values()]
-    path = write_records(evaluation_records(items, golden, format_name), out, format_name)
+    written = write_records(evaluation_records(items, golden, format_name), out, format_name)
     left_out = len(store.read_audit_table(tenant, version, run_id, "candidate_outputs")) - len(items)
-    click.echo(f"{len(items)} answered items of audit {run_id} ({tenant}/{version}) written to {path} ({format_name})")
+    click.echo(
+        f"{len(items)} answered items of audit {run_id} ({tenant}/{version}) written to {written.path} ({format_name})"
+    )
+    _note_marked(written.marked)
     if left_out:
         click.echo(f"note: {left_out} items the candidate failed on are left out: they have no answer")
     return 0
+
+
+def _note_marked(marked: int) -> None:
+    """How many CSV cells carry the spreadsheet's text mark: they read differently from what RAGAS reads."""
+    if not marked:
+        return
+    cells = (
+        "1 cell that a spreadsheet would run as a formula is"
+        if marked == 1
+        else f"{marked} cells that a spreadsheet would run as a formula are"
+    )
+    click.echo(
+        f"note: {cells} written after a ' (its text mark); `rag-eval dataset import` takes it off, "
+        "other readers keep it: .jsonl keeps every text exactly"
+    )

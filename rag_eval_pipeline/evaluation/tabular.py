@@ -1,28 +1,32 @@
 """Evaluation over a table of triplets: JSONL, CSV or Parquet in, the same formats out.
 
-Column names of RAGAS datasets are accepted beside the project's own. A row that cannot be scored
-(a JSONL line that is not a JSON object, no question, contexts that are not a list, a text field
-over MAX_FIELD_CHARS) is reported with its line (JSONL) or row number and kept in the output with
-status 'invalid'; the other rows are scored. Rows are told apart by position, never by `id`. A lone
+Column names of RAGAS datasets and DeepEval test cases are accepted beside the project's own. A row
+that cannot be scored (a JSONL line that is not a JSON object or gives a key twice, no question, contexts
+that are not a list, a text field that is not text (a list, a mapping, bytes, a boolean, or null in a list
+of contexts; a number is read as text), or one over MAX_FIELD_CHARS) is reported with its line (JSONL),
+item (JSON) or row number and kept in the output with status 'invalid'; the other rows are scored. A CSV
+that names a column twice is refused whole. Rows are told apart by position, never by `id`. A lone
 surrogate that JSON let in ("\\ud800") is read as U+FFFD (core.text.scorable_text), so its row is scored.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from rag_eval_pipeline.core.cells import list_cell, read_text_csv
 from rag_eval_pipeline.core.files import check_writable, write_atomically
-from rag_eval_pipeline.core.jsonl import iter_json_lines
+from rag_eval_pipeline.core.jsonl import iter_json_lines, read_json_array
 from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.core.judging.results import OK
 from rag_eval_pipeline.core.text import field_text, scorable_text
 from rag_eval_pipeline.evaluation.scoring import metric_rows
-from rag_eval_pipeline.synthesis.interop import deepeval_record, list_cell, read_json_array
 
 ALIASES = {
     "user_input": "question",
@@ -38,6 +42,10 @@ ALIASES = {
     "expected_output": "ground_truth",
 }
 FORMATS = (".jsonl", ".csv", ".parquet")
+# DeepEval's free-form object, where our own fields ride in its files (synthesis/interop.py writes them):
+# ours -> its key there, lifted out where the row lacks ours.
+METADATA = "additional_metadata"
+METADATA_FIELDS = {"id": "qa_id", "context_ids": "retrieved_context_ids", "gold_chunk_ids": "gold_chunk_ids"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,10 @@ class BadRow:
 
 
 def read_rows(path: Path) -> list[InputRow]:
-    """Every row of the file in order; a JSONL line (or an item of a .json array) that is not a JSON object
-    is kept with its problem. A .json file is DeepEval's test cases or goldens: an array of objects, our own
-    fields read from their additional_metadata too (synthesis/interop.py)."""
+    """Every row of the file in order; a JSONL line (or an item of a .json array) that is not a JSON object,
+    or gives a key twice, is kept with its problem. A .json file is DeepEval's test cases or goldens: an array
+    of objects, our own fields read from their additional_metadata too. ValueError (one line) for a file
+    that cannot be read at all."""
     path = Path(path)
     deepeval = path.suffix.lower() == ".json"
     if not deepeval:
@@ -82,23 +91,33 @@ def read_rows(path: Path) -> list[InputRow]:
         raise FileNotFoundError(f"input file {path} does not exist")
     if deepeval:
         return [
-            InputRow(item.number, "item", _renamed(deepeval_record(item.record or {})), item.problem)
+            InputRow(item.number, "item", _renamed(_deepeval_record(item.record or {})), item.problem)
             for item in read_json_array(path)
         ]
     if path.suffix.lower() == ".jsonl":
         # utf-8-sig: a byte-order mark from a Windows editor is not a broken first line.
         return [
             InputRow(line.number, "line", _renamed(line.record or {}), line.problem)
-            for line in iter_json_lines(path, encoding="utf-8-sig")
+            for line in iter_json_lines(path, encoding="utf-8-sig", unique_keys=True)
         ]
+    if path.suffix.lower() == ".csv":
+        return rows_from_frame(read_text_csv(path))  # ValueError in one line; none for an empty file
     try:
-        if path.suffix.lower() == ".csv":
-            return rows_from_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
         return rows_from_frame(pd.read_parquet(path))
-    except pd.errors.EmptyDataError:
-        return []  # a .csv without even a header
-    except ValueError as error:  # pandas and pyarrow parse errors; the first line says what is wrong
+    except ValueError as error:  # pyarrow's parse errors; the first line says what is wrong
         raise ValueError(f"input {path} cannot be read: {str(error).strip().splitlines()[0]}") from None
+
+
+def _deepeval_record(record: dict) -> dict:
+    """A DeepEval object with our own fields lifted out of its additional_metadata where the row lacks them:
+    `id` (from qa_id), `context_ids` (the retrieved contexts' ids) and `gold_chunk_ids`."""
+    metadata = record.get(METADATA)
+    if not isinstance(metadata, dict):
+        return record
+    extra = {
+        ours: metadata[theirs] for ours, theirs in METADATA_FIELDS.items() if theirs in metadata and ours not in record
+    }
+    return {**record, **extra}
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[InputRow]:
@@ -181,11 +200,13 @@ def _item(row: dict, row_id: str) -> EvalItem:
         raise ValueError(f"{len(ids)} context ids for {len(texts)} contexts")
     contexts = []
     for rank, context in enumerate(texts):
-        if isinstance(context, dict):
-            contexts.append({"id": _id(context.get("id", rank)), "text": context.get("text", "")})
+        what = f"context {rank + 1}"
+        if isinstance(context, dict):  # {"id": ..., "text": ...}
+            chunk_id = _id(context["id"], f"context id {rank + 1}") if "id" in context else str(rank)
+            contexts.append({"id": chunk_id, "text": _text(context.get("text"), what, required=True)})
         else:
-            contexts.append({"id": _id(ids[rank]) if ids else f"context-{rank + 1}", "text": context})
-        contexts[-1]["text"] = _text(contexts[-1]["text"], f"context {rank + 1}")
+            chunk_id = _id(ids[rank], f"context id {rank + 1}") if ids else f"context-{rank + 1}"
+            contexts.append({"id": chunk_id, "text": _text(context, what, required=True)})
     gold = _list(row.get("gold_chunk_ids"), "reference context ids") if _present(row.get("gold_chunk_ids")) else []
     return EvalItem(
         qa_id=row_id,
@@ -193,24 +214,52 @@ def _item(row: dict, row_id: str) -> EvalItem:
         answer=_text(row.get("answer"), "answer"),
         contexts=contexts,
         ground_truth=_text(row.get("ground_truth"), "ground truth"),
-        gold_chunk_ids=[_id(g) for g in gold],
+        gold_chunk_ids=[_id(g, f"reference context id {n}") for n, g in enumerate(gold, start=1)],
     )
 
 
 def _present(value) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, float) and pd.isna(value):
-        return False
-    return not (isinstance(value, str) and not value.strip())
+    return not _absent(value) and not (isinstance(value, str) and not value.strip())
 
 
-def _text(value, what: str) -> str:
-    return field_text(str(value).strip() if _present(value) else "", what)
+def _absent(value) -> bool:
+    """None, or a missing value of a table (NaN, pd.NA, NaT): a field left out, not a text."""
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
 
 
-def _id(value) -> str:
-    return scorable_text(str(value))
+def _text(value, what: str, required: bool = False) -> str:
+    """The field's text: a text, or a number written as text (a CSV or Parquet column of numbers); "" when
+    absent, unless `required` (a context in a list: null there is no context). ValueError for anything else:
+    str() would score ["a", "b"] as the text "['a', 'b']"."""
+    if _absent(value) and not required:
+        return ""
+    return field_text(_as_text(value, what).strip(), what)
+
+
+def _as_text(value, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_)) and not _absent(value):
+        return str(value)
+    raise ValueError(f"{what} is not text: {_kind(value)}")
+
+
+def _kind(value) -> str:
+    """What a value that is not text is, in the words of JSON and tables."""
+    if _absent(value):
+        return "null"
+    kinds = (
+        ((bool, np.bool_), "a boolean"),
+        ((list, tuple, np.ndarray), "a list"),
+        ((Mapping,), "a mapping"),
+        ((bytes, bytearray, memoryview), "bytes"),
+    )
+    return next((name for types, name in kinds if isinstance(value, types)), f"a {type(value).__name__}")
+
+
+def _id(value, what: str | None = None) -> str:
+    """An id as text; with `what`, one that is not text or a number is refused (ValueError) and not made up."""
+    return scorable_text(_as_text(value, what) if what is not None else str(value))
 
 
 def _list(value, what: str) -> list:

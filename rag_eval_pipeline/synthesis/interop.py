@@ -4,7 +4,7 @@ Three formats, written from the peers' documentation (neither peer is installed 
 
 - `ragas`: a RAGAS EvaluationDataset of single-turn samples. `.jsonl` is one object a line, as its
   `to_jsonl` writes it; `.csv` is what its `to_csv` writes (Python's csv module, so a list cell is
-  Python's repr, `['a', "it's"]`; a JSON list is read as well). Columns `user_input`, `reference`,
+  Python's repr, `['a', "it's"]`; a JSON list is read as well; core/cells.py). Columns `user_input`, `reference`,
   `reference_contexts`, `reference_context_ids`, and for evaluation rows `response`, `retrieved_contexts`,
   `retrieved_context_ids`.
 - `ragas-testset`: what RAGAS's TestsetGenerator writes, the same files with `user_input`,
@@ -15,22 +15,26 @@ Three formats, written from the peers' documentation (neither peer is installed 
 
 Our own fields ride along where the peer has no place for them: extra columns `qa_id` and `question_type`
 in RAGAS files, `additional_metadata` in DeepEval's, so a golden set taken out and brought back keeps its
-ids and types.
+ids and types. A CSV is opened in spreadsheets, which run a cell that starts with `=`, `+`, `-`, `@`, a tab
+or a carriage return as a formula: such a cell is written after the spreadsheet's text mark `'`, as review
+sheets are (synthesis/review.py), and read back with exactly one mark taken off, so our CSV export imports
+back as it was. JSONL and JSON are written exactly: they are the exchange formats for programs.
 
 `import_golden_set` turns a file into golden-set items: the question, the reference as ground truth, the
 reference contexts as gold contexts with their ids (or ids made from their text), a question type (ours,
-else the RAGAS synthesizer's, else unanswerable for an empty or declining reference, else simple), and one
+else unanswerable for a declining reference, else the RAGAS synthesizer's, else simple), and one
 `document_chunks` row per distinct context for the audit's reference candidate to retrieve over. Each
 ground truth is checked against its gold contexts by the `verify` it is given (none: taken as given); an
-item that fails, repeats an earlier one, or cannot be an item of a golden set goes to the rejected items
-with its reason and row. A file in neither format is refused in one line naming what was expected; a
-malformed row is refused with its line (JSONL), row (CSV, 1 is the first under the header) or item (JSON,
-1 is the first). Pure: no Dagster, no click.
+item that fails, repeats an earlier one, has no reference (unless its own type says unanswerable), has a
+field over MAX_FIELD_CHARS, or cannot be an item of a golden set otherwise goes to the rejected items with
+its reason and row. A file in neither format is refused in one line naming what was expected; a malformed
+row is refused with its line (JSONL), row (CSV, 1 is the first under the header) or item (JSON, 1 is the
+first), and so is a key given twice in an object (JSON keeps the last) or a column named twice in a CSV.
+Pure: no Dagster, no click.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
 import json
@@ -41,9 +45,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rag_eval_pipeline.core.cells import list_cell, read_text_csv
+from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
 from rag_eval_pipeline.core.files import atomic_write_text
-from rag_eval_pipeline.core.jsonl import JsonLine, iter_json_lines
-from rag_eval_pipeline.core.text import count_tokens, is_noncommittal, sha256
+from rag_eval_pipeline.core.jsonl import JsonLine, NotAnArray, iter_json_lines, read_json_array
+from rag_eval_pipeline.core.text import count_tokens, field_text, is_noncommittal, scorable_text, sha256
 from rag_eval_pipeline.ingest.chunking import PROSE, Chunk
 from rag_eval_pipeline.synthesis.items import (
     GOLDEN_COLUMNS,
@@ -57,6 +63,7 @@ from rag_eval_pipeline.synthesis.items import (
 )
 from rag_eval_pipeline.synthesis.pipeline import PLAN_COLUMNS
 from rag_eval_pipeline.synthesis.quality import assess
+from rag_eval_pipeline.synthesis.review import as_spreadsheet_text
 
 if TYPE_CHECKING:  # an audit's items, read by evaluation/audit_review.py
     from rag_eval_pipeline.core.judging.item import EvalItem
@@ -84,6 +91,10 @@ OWN_SYNTHESIZER = "rag_eval_"
 # The start of a synthesizer's name -> the type of the questions it writes.
 SYNTHESIZER_TYPES = (("single_hop", SIMPLE), ("multi_hop", MULTI_CONTEXT))
 MIN_QUESTION_CHARS = 10  # the expectations suite's floor (expectations.MIN_QUESTION_CHARS, checked by a test)
+# Why an item without a reference is rejected: nothing says the documents do not answer its question.
+NO_REFERENCE = (
+    "no reference answer to verify: give the reference, or mark the item unanswerable with a declining reference"
+)
 
 # verify(ground_truth, gold_contexts) -> why it is not supported, or None (synthesis/review.judge_verifier).
 Verify = Callable[[str, list], str | None]
@@ -107,10 +118,6 @@ DEEPEVAL_NAMES = {
     "question_type": f"{METADATA}.question_type",
     "synthesizer": f"{METADATA}.synthesizer_name",
 }
-
-
-class NotAnArray(ValueError):
-    """A .json file that holds something other than an array."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,13 @@ class _Entry:
     contexts: list[str]
     context_ids: list[str]
     synthesizer: str
+    oversized: str = ""  # which field is over MAX_FIELD_CHARS and by how much, or ""
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: Path
+    marked: int  # CSV cells written after the spreadsheet's text mark (0 for JSON and JSONL)
 
 
 # ---- reading a peer's file -------------------------------------------------------------------
@@ -182,7 +196,8 @@ def _rows(path: Path, suffix: str, format: str | None) -> tuple[list[PeerRow], s
         rows = [PeerRow(f"row {n}", record) for n, record in enumerate(frame.to_dict("records"), start=1)]
         keys = set(map(str, frame.columns))
     elif suffix == ".jsonl":
-        rows = _checked(path, [(f"line {line.number}", line) for line in iter_json_lines(path, encoding="utf-8-sig")])
+        lines = iter_json_lines(path, encoding="utf-8-sig", unique_keys=True)
+        rows = _checked(path, [(f"line {line.number}", line) for line in lines])
         keys = {key for row in rows for key in row.record}
     else:
         try:
@@ -202,44 +217,14 @@ def _checked(path: Path, lines: list[tuple[str, JsonLine]]) -> list[PeerRow]:
 
 
 def _csv_frame(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except (pd.errors.ParserError, ValueError) as error:
-        raise ValueError(f"{path} cannot be read as CSV: {str(error).strip().splitlines()[0]}") from None
+    """Every cell as text, with the spreadsheet's text mark taken off once where our export put it."""
+    return read_text_csv(path).map(_unmarked)
 
 
-def read_json_array(path: Path | str) -> list[JsonLine]:
-    """The items of a .json file holding one array (DeepEval's goldens), each an object or the reason it is
-    not (JsonLine.number is its place in the array, from 1); ValueError when the file is not JSON, NotAnArray
-    when it holds no array."""
-    path = Path(path)
-    try:
-        value = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{path} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno})"
-        ) from None
-    except RecursionError:
-        raise ValueError(f"{path} is not valid JSON (nested too deeply)") from None
-    if not isinstance(value, list):
-        raise NotAnArray(f"{path} holds a JSON {_json_type(value)}, not an array of objects")
-    return [
-        JsonLine(n, item)
-        if isinstance(item, dict)
-        else JsonLine(n, None, f"expected a JSON object, got a JSON {_json_type(item)}")
-        for n, item in enumerate(value, start=1)
-    ]
-
-
-def _json_type(value) -> str:
-    names = {list: "array", dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}
-    return names.get(type(value), "null")
+def _unmarked(text: str) -> str:
+    """What as_spreadsheet_text was given: one mark off a cell that it would have marked, any other unchanged
+    (read_sheet's rule for review sheets, spelt with the one function that says which cells are marked)."""
+    return text[1:] if as_spreadsheet_text(text[1:]) == text else text
 
 
 def _detect(path: Path, suffix: str, keys: set[str]) -> str:
@@ -249,42 +234,6 @@ def _detect(path: Path, suffix: str, keys: set[str]) -> str:
     if suffix in SUFFIXES[RAGAS] and REQUIRED_KEY[RAGAS] in keys:
         return RAGAS_TESTSET if "synthesizer_name" in keys else RAGAS
     raise _foreign(path, None)
-
-
-def list_cell(text: str, what: str) -> list:
-    """A list written in a text cell: JSON, or Python's repr of a list as RAGAS's CSV holds it. The latter is
-    read by ast.literal_eval, and only from a cell that starts with '[': nothing in a cell is ever run."""
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        value = _python_list(text, what)
-    if not isinstance(value, list):
-        raise ValueError(f"{what} is not a list")
-    return value
-
-
-def _python_list(text: str, what: str) -> list:
-    problem = ValueError(f"{what} is not a list (a cell must hold a JSON list or a Python list literal)")
-    if not text.lstrip().startswith("["):
-        raise problem
-    try:
-        value = ast.literal_eval(text.strip())
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise problem from None
-    if not isinstance(value, list):
-        raise problem
-    return value
-
-
-def deepeval_record(record: dict) -> dict:
-    """A DeepEval object with our own fields lifted out of its additional_metadata where the row lacks them:
-    `id` (from qa_id), `context_ids` (the retrieved contexts' ids) and `gold_chunk_ids`."""
-    metadata = record.get(METADATA)
-    if not isinstance(metadata, dict):
-        return record
-    lifted = {"id": "qa_id", "context_ids": "retrieved_context_ids", "gold_chunk_ids": "gold_chunk_ids"}
-    extra = {ours: metadata[theirs] for ours, theirs in lifted.items() if theirs in metadata and ours not in record}
-    return {**record, **extra}
 
 
 def problems_message(path: Path, problems: list[str]) -> str:
@@ -351,16 +300,38 @@ def _entry(row: PeerRow, names: dict[str, str]) -> _Entry:
     synthesizer = _text(values.get(names["synthesizer"]), names["synthesizer"])
     own_type = _text(values.get(names["question_type"]), names["question_type"])
     question_type = _question_type(own_type, synthesizer, reference, names["question_type"])
+    qa_id = _text(values.get(names["qa_id"]), names["qa_id"])
+    sized = {
+        names["question"]: question,
+        names["reference"]: reference,
+        **{f"{names['contexts']} {n}": text for n, text in enumerate(contexts, start=1)},
+        **{f"{names['context_ids']} {n}": chunk_id for n, chunk_id in enumerate(ids, start=1)},
+        names["qa_id"]: qa_id,
+        names["synthesizer"]: synthesizer,
+    }
     return _Entry(
         where=row.where,
-        qa_id=_text(values.get(names["qa_id"]), names["qa_id"]) or imported_qa_id(question, reference),
+        qa_id=qa_id or imported_qa_id(question, reference),
         question=question,
+        # No reference: a refusal only when our own type says the item is unanswerable; else none, and rejected.
         ground_truth=reference or (REFUSAL if question_type == UNANSWERABLE else ""),
         question_type=question_type,
         contexts=contexts,
         context_ids=ids or [imported_chunk_id(text) for text in contexts],
         synthesizer=synthesizer,
+        oversized=_oversized(sized),
     )
+
+
+def _oversized(texts: dict[str, str]) -> str:
+    """Why the first text over MAX_FIELD_CHARS is refused, in `rag-eval evaluate`'s words; "" when none is."""
+    for what, text in texts.items():
+        if len(text) > MAX_FIELD_CHARS:
+            try:
+                field_text(text, what)
+            except ValueError as error:
+                return str(error)
+    return ""
 
 
 def _flattened(record: dict) -> dict:
@@ -374,11 +345,13 @@ def _flattened(record: dict) -> dict:
 
 
 def _text(value, what: str) -> str:
+    """The text, stripped; "" when absent. A lone surrogate that JSON let in ("\\ud800", which nothing that
+    writes UTF-8 takes) is read as U+FFFD, as `rag-eval evaluate` reads it."""
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ""
     if not isinstance(value, str):
         raise ValueError(f"{what} is not text")
-    return value.strip()
+    return scorable_text(value.strip())
 
 
 def _texts(value, what: str) -> list[str]:
@@ -391,15 +364,18 @@ def _texts(value, what: str) -> list[str]:
         raise ValueError(f"{what} is not a list")
     if not all(isinstance(text, str) for text in value):
         raise ValueError(f"{what} holds something other than text")
-    return [text.strip() for text in value]
+    return [scorable_text(text.strip()) for text in value]
 
 
 def _question_type(own: str, synthesizer: str, reference: str, what: str) -> str:
+    """Ours, else unanswerable for a reference that declines, else the synthesizer's, else simple. A missing
+    reference says nothing about the question: its item is rejected unless our own type (the question_type
+    column, or a rag_eval_<type> synthesizer we wrote) says unanswerable."""
     if own:
         if own not in QUESTION_TYPES:
             raise ValueError(f"unknown {what} {_quoted(own)}; known: {', '.join(QUESTION_TYPES)}")
         return own
-    if not reference or is_noncommittal(reference):
+    if reference and is_noncommittal(reference):
         return UNANSWERABLE
     return type_of_synthesizer(synthesizer) or SIMPLE
 
@@ -436,14 +412,16 @@ def _id_conflicts(entries: list[_Entry]) -> list[str]:
 
 def _rejection(entry: _Entry, seen: dict[str, str], verify: Verify | None) -> str | None:
     """Why the entry cannot be an item of the golden set (stage: reason), or None."""
+    if entry.oversized:
+        return f"form: {entry.oversized}"
     if entry.qa_id in seen:
         return f"duplicate: the same item as {seen[entry.qa_id]} (qa_id {entry.qa_id})"
     if len(entry.question) < MIN_QUESTION_CHARS:
         return f"form: a question of fewer than {MIN_QUESTION_CHARS} characters"
+    if not entry.ground_truth:
+        return f"form: {NO_REFERENCE}"
     if entry.question_type == UNANSWERABLE:
         return None  # its ground truth is a refusal, which no context supports: nothing to verify
-    if not entry.ground_truth:
-        return f"form: no reference answer for a {entry.question_type} question"
     if not entry.contexts:
         return "gold_ids: no reference contexts, so nothing to check the reference against or to retrieve"
     if verify is None:
@@ -480,11 +458,14 @@ def _rejected_row(entry: _Entry, generator: str, reason: str) -> dict:
 
 
 def _chunks(entries: list[_Entry]) -> pd.DataFrame:
-    """One chunk per distinct context id, in the order the file names them."""
+    """One chunk per distinct context id, in the order the file names them; none for a text over
+    MAX_FIELD_CHARS (its item is rejected: the audit's retriever is not to search it)."""
     texts: dict[str, str] = {}
     for entry in entries:
         texts.update(
-            (chunk_id, text) for chunk_id, text in zip(entry.context_ids, entry.contexts) if chunk_id not in texts
+            (chunk_id, text)
+            for chunk_id, text in zip(entry.context_ids, entry.contexts)
+            if chunk_id not in texts and len(text) <= MAX_FIELD_CHARS
         )
     positions: dict[str, int] = {}
     chunks = []
@@ -598,28 +579,37 @@ def _evaluation_record(item: EvalItem, gold: dict, format: str) -> dict:
     }
 
 
-def write_records(records: list[dict], path: Path | str, format: str) -> Path:
-    """The records as the format's file, written then renamed: .json (an array), .jsonl, or .csv with list
-    cells as Python's repr, as RAGAS's to_csv writes them."""
+def write_records(records: list[dict], path: Path | str, format: str) -> WrittenFile:
+    """The records as the format's file, written then renamed: .json (an array) or .jsonl, every text as it
+    is; or .csv with list cells as Python's repr, as RAGAS's to_csv writes them, and every text cell that a
+    spreadsheet would run as a formula after its text mark (how many: WrittenFile.marked)."""
     path = Path(path)
     check_out_path(path, format)
     suffix = path.suffix.lower()
+    marked = 0
     if suffix == ".json":
         text = json.dumps(records, ensure_ascii=False, indent=2) + "\n"
     elif suffix == ".jsonl":
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     else:
-        text = _csv_text(records)
-    return atomic_write_text(path, text)
+        text, marked = _csv_text(records)
+    return WrittenFile(atomic_write_text(path, text), marked)
 
 
-def _csv_text(records: list[dict]) -> str:
+def _csv_text(records: list[dict]) -> tuple[str, int]:
+    """The CSV, and how many of its cells were marked as text."""
     columns = list(dict.fromkeys(key for record in records for key in record))
+    rows = [{k: repr(v) if isinstance(v, list) else v for k, v in record.items()} for record in records]
+    marked = 0
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, str) and (safe := as_spreadsheet_text(value)) != value:
+                row[key], marked = safe, marked + 1
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
-    writer.writerows({k: repr(v) if isinstance(v, list) else v for k, v in record.items()} for record in records)
-    return buffer.getvalue()
+    writer.writerows(rows)
+    return buffer.getvalue(), marked
 
 
 def _strings(value) -> list[str]:

@@ -206,6 +206,42 @@ def test_a_lone_surrogate_is_scored_as_a_replacement_character(tmp_path, out_suf
     assert result["answer_correctness_status"].tolist()[1] == "ok"
 
 
+def test_fields_that_are_not_text_are_invalid_rows_not_scored_as_their_repr(tmp_path):
+    rows = [
+        {**FAITHFUL, "id": "list", "question": ["How long do", "refunds take?"]},
+        {**FAITHFUL, "id": "none", "contexts": [None]},
+        {**FAITHFUL, "id": "mapping", "answer": {"text": "14 days."}},
+        {**FAITHFUL, "id": "number", "question": 14},
+    ]
+    completed, out = _run(tmp_path, rows, ".jsonl", ".jsonl", "--metrics", "faithfulness,context_precision")
+
+    assert completed.returncode == 0, completed.stderr
+    assert "line 1 (id list): question is not text: a list; not scored" in completed.stderr
+    assert "line 2 (id none): context 1 is not text: null; not scored" in completed.stderr
+    assert "line 3 (id mapping): answer is not text: a mapping; not scored" in completed.stderr
+    result = pd.read_json(out, lines=True, dtype=False)
+    assert result["faithfulness_status"].tolist() == ["invalid", "invalid", "invalid", "ok"]
+    assert result["error"].tolist()[:3] == [
+        "question is not text: a list",
+        "context 1 is not text: null",
+        "answer is not text: a mapping",
+    ]
+    assert "1 rows scored, 3 invalid" in completed.stdout
+
+
+def test_a_csv_with_a_column_given_twice_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(files, "build_judge", _refuse_to_judge)
+    source = tmp_path / "in.csv"
+    source.write_text("question,answer,answer\nHow long do refunds take?,14 days.,45 days.\n", encoding="utf-8")
+
+    status = cli.main(["evaluate", "--input", str(source), "--out", str(tmp_path / "out.jsonl")])
+
+    stderr = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(stderr) == 1
+    assert stderr[0] == f"error: {source} names the column 'answer' twice: a reader would see only one of them"
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_an_empty_input_is_refused_in_one_line(tmp_path):
     source = tmp_path / "empty.jsonl"
     source.write_text("")

