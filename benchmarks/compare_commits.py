@@ -11,8 +11,9 @@ ratio this/earlier are reported. Measurements:
 - `help`: `rag-eval --help` in a fresh process; peer `python -c "import pandas"` in the same run.
 - `gate`: `rag-eval gate` of the reference candidate on the demo tenant (its golden set made once per
   tree with `rag-eval demo`, in a temporary DAGSTER_HOME and warehouse).
-- `lineage` and `offline_throughput`: each tree's own `benchmarks/lineage_run.py` (demo corpus) and
-  `benchmarks/offline_throughput.py`, timed as whole commands.
+- `lineage`: this checkout's `benchmarks/lineage_run.py` (demo corpus) over each tree's code, and
+  `offline_throughput`: each tree's own `benchmarks/offline_throughput.py` (its imports follow its tree's
+  layout), timed as whole commands.
 - `--suite`: the whole test suite (`python -m pytest -q`), once per tree (about 40 minutes in all on 2
   cores), and the plain-Python tier (this tree's Makefile `FAST_TIER`, what `make test-fast` runs) of
   each tree, `--runs` times in turn (a marker an earlier tree does not register is left out of its
@@ -156,7 +157,7 @@ def main() -> None:
                 trees,
                 lambda t, run: [
                     sys.executable,
-                    "benchmarks/lineage_run.py",
+                    str(REPO_ROOT / "benchmarks" / "lineage_run.py"),  # one harness (an earlier one may be broken)
                     "--docs",
                     "data/tenants/demo",
                     "--name",

@@ -11,6 +11,7 @@ Also times loading the code location (`import rag_eval_pipeline.definitions`) in
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def run_lineage(docs: Path) -> dict:
     with tempfile.TemporaryDirectory() as scratch, instance_for_test() as instance:
         documents_root = Path(scratch) / "documents"
         documents_root.mkdir()
-        (documents_root / "bench").symlink_to(docs.resolve(), target_is_directory=True)
+        # A copy, not a link: a tenant's folder that is a symbolic link is refused (resources/documents.py).
+        shutil.copytree(docs.resolve(), documents_root / "bench")
         resources = local_resources(documents_root, Path(scratch) / "warehouse")
         key = register_partition(instance, "bench", "v1")
         started = time.perf_counter()
