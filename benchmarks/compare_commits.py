@@ -13,7 +13,8 @@ ratio this/earlier are reported. Measurements:
   tree with `rag-eval demo`, in a temporary DAGSTER_HOME and warehouse).
 - `lineage`: this checkout's `benchmarks/lineage_run.py` (demo corpus) over each tree's code, and
   `offline_throughput`: each tree's own `benchmarks/offline_throughput.py` (its imports follow its tree's
-  layout), timed as whole commands.
+  layout), timed as whole commands. The lineage harness runs with --print-only; offline_throughput.py
+  rewrites its tree's results file (check it out again if you keep only compare_commits.json).
 - `--suite`: the whole test suite (`python -m pytest -q`), once per tree (about 40 minutes in all on 2
   cores), and the plain-Python tier (this tree's Makefile `FAST_TIER`, what `make test-fast` runs) of
   each tree, `--runs` times in turn (a marker an earlier tree does not register is left out of its
@@ -162,6 +163,7 @@ def main() -> None:
                     "data/tenants/demo",
                     "--name",
                     "demo",
+                    "--print-only",  # timed here; lineage_demo.json stays the committed measurement
                 ],
                 max(1, args.runs // 2),
             ),

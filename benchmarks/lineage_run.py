@@ -89,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=Path, required=True)
     parser.add_argument("--name", required=True)
+    parser.add_argument("--print-only", action="store_true", help="print the figures, write no results file")
     args = parser.parse_args()
     loads = definitions_load_seconds()
     figures = {
@@ -97,9 +98,9 @@ def main() -> None:
         "definitions_load_s": {"median": statistics.median(loads), "runs": loads},
         "lineage": run_lineage(args.docs),
     }
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"lineage_{args.name}.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    if not args.print_only:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"lineage_{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
 
 
