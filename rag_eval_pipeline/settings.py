@@ -8,6 +8,8 @@ a `SettingsError` naming the variable, in one line.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shlex
@@ -58,6 +60,7 @@ JUDGE_VARIABLES = {
     "priority": "RAG_EVAL_JUDGE_PRIORITY",
     "priority_by_tier": "RAG_EVAL_JUDGE_PRIORITY_BY_TIER",
     "cache": "RAG_EVAL_JUDGE_CACHE",
+    "price_table": "RAG_EVAL_PRICE_TABLE",  # what the judge's tokens cost, per model (reporting/cost.py)
 }
 # The git branch the candidate sensor follows; none is followed while RAG_EVAL_CANDIDATE_REPO is unset.
 BRANCH_VARIABLES = {
@@ -121,6 +124,7 @@ RUN_STALE_AFTER_VARIABLE = "RAG_EVAL_RUN_STALE_AFTER_S"
 # Packages a candidate manifest may name code in (comma-separated); none by default.
 CANDIDATE_MODULES_VARIABLE = "RAG_EVAL_CANDIDATE_MODULES"
 METRICS_VARIABLE = "RAG_EVAL_METRICS"
+PHOENIX_URL_VARIABLE = "RAG_EVAL_PHOENIX_URL"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"  # in the warehouse unless RAG_EVAL_JUDGE_CACHE moves it
 
 
@@ -186,10 +190,22 @@ class JudgeSettings(BaseModel):
         "is set; '' keeps it in memory",
     )
 
+    price_table: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="what the LLM judge's tokens cost, per model: `model=prompt_per_1k:completion_per_1k,...` "
+        '(e.g. `gpt-4o-mini=0.00015:0.0006`) or the path of a `.json` file `{"model": {"prompt_per_1k": ..., '
+        '"completion_per_1k": ...}}`; reports and `rag-eval history` then show each run\'s cost (unset: tokens only)',
+    )
+
     @field_validator("priority_by_tier", mode="before")
     @classmethod
     def _read_tier_priorities(cls, value: object) -> object:
         return tier_priorities(value) if isinstance(value, str) else value
+
+    @field_validator("price_table", mode="before")
+    @classmethod
+    def _read_price_table(cls, value: object) -> object:
+        return price_table(value) if isinstance(value, str) else value
 
 
 class FollowedBranch(BaseModel):
@@ -438,6 +454,11 @@ class Settings(BaseModel):
         description="packages a candidate manifest, or a metric named `package.module:function`, may name code in "
         "(comma-separated); none by default",
     )
+    phoenix_url: str = Field(
+        default="",
+        description="Phoenix's base URL, e.g. `http://127.0.0.1:6006`: a report's worst items link to their "
+        "traces there. An operator's tool: set it only where report readers may reach Phoenix (see Tracing)",
+    )
     metrics: tuple[str, ...] = Field(
         default=(),
         description="the metrics a run scores, comma-separated: built-in names, `package.module:function` or an "
@@ -477,6 +498,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
     branch = {name: value for name, variable in BRANCH_VARIABLES.items() if (value := _value(environ, variable))}
     modules = tuple(m.strip() for m in _value(environ, CANDIDATE_MODULES_VARIABLE).split(",") if m.strip())
     metrics = tuple(dict.fromkeys(m.strip() for m in _value(environ, METRICS_VARIABLE).split(",") if m.strip()))
+    phoenix = {"phoenix_url": value} if (value := _value(environ, PHOENIX_URL_VARIABLE)) else {}
     service = {name: value for name, variable in SERVICE_VARIABLES.items() if (value := _value(environ, variable))}
     vllm = {name: value for name, variable in VLLM_VARIABLES.items() if (value := _value(environ, variable))}
     runs = {"run_stale_after_s": value} if (value := _value(environ, RUN_STALE_AFTER_VARIABLE)) else {}
@@ -487,6 +509,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> S
                 "judge": judge,
                 "candidate_modules": modules,
                 "metrics": metrics,
+                **phoenix,
                 "followed_branch": branch if "repo" in branch else None,
                 "production": production,
                 "service": service,
@@ -524,6 +547,71 @@ def tier_priorities(text: str) -> dict[str, int]:
             )
         priorities[tier] = int(value)
     return priorities
+
+
+MAX_PRICE_PER_1K = 1_000_000.0
+
+
+def price_table(text: str) -> dict[str, tuple[float, float]]:
+    """RAG_EVAL_PRICE_TABLE as {model: (price per 1,000 prompt tokens, per 1,000 completion tokens)}.
+
+    Inline, `model=prompt:completion` pairs comma-separated (the last `=` ends the model's name, so
+    `llama3:8b=0.1:0.2` works), or the path of a `.json` file mapping each model to its `prompt_per_1k` and
+    `completion_per_1k`. Prices are numbers from 0 to 1,000,000, in one currency of your choice. ValueError
+    naming the variable, in one line, otherwise.
+    """
+    variable = JUDGE_VARIABLES["price_table"]
+    text = text.strip()
+    if not text:
+        return {}
+    if text.lower().endswith(".json"):
+        return _price_file(Path(text).expanduser(), variable)
+    prices = {}
+    for item in (part.strip() for part in text.split(",")):
+        model, _, pair = (side.strip() for side in item.rpartition("="))
+        prompt, _, completion = pair.partition(":")
+        parsed = [_price(prompt), _price(completion)]
+        if not model or None in parsed:
+            raise ValueError(
+                f"{variable} must be model=prompt_per_1k:completion_per_1k pairs, comma-separated, prices numbers "
+                f"from 0 to {MAX_PRICE_PER_1K:,.0f} (e.g. gpt-4o-mini=0.00015:0.0006), or a .json file; got {item!r}"
+            )
+        prices[model] = (float(parsed[0]), float(parsed[1]))  # type: ignore[arg-type]
+    return prices
+
+
+def _price(text) -> float | None:
+    """A price: a number from 0 to MAX_PRICE_PER_1K (a JSON number or its text), else None. Bounded, so a
+    run's cost stays a finite number however many tokens it took."""
+    if isinstance(text, bool):
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and 0 <= value <= MAX_PRICE_PER_1K else None
+
+
+def _price_file(path: Path, variable: str) -> dict[str, tuple[float, float]]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+        raise ValueError(f"{variable} names {path}, which is no readable JSON file: {reason}") from None
+    prices = {}
+    for model, entry in document.items() if isinstance(document, dict) else [("", None)]:
+        pair = (
+            [_price(entry.get(key)) for key in ("prompt_per_1k", "completion_per_1k")]
+            if isinstance(entry, dict)
+            else [None]
+        )
+        if not model or None in pair:
+            raise ValueError(
+                f'{variable} file {path} must map each model to {{"prompt_per_1k": number, "completion_per_1k": '
+                f"number}}, prices from 0 to {MAX_PRICE_PER_1K:,.0f}; got {model or 'no object'}: {json.dumps(entry)[:80]}"
+            )
+        prices[str(model)] = (float(pair[0]), float(pair[1]))  # type: ignore[arg-type]
+    return prices
 
 
 def _is_tenant(name: str) -> bool:

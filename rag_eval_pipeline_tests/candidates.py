@@ -57,3 +57,12 @@ def exits_via_sys_exit(question: str) -> dict:
 
 def raises_with_a_lone_surrogate(question: str) -> dict:
     raise RuntimeError("index \ud800 offline")
+
+
+def traces_itself(question: str) -> dict:
+    """A candidate instrumented with OpenTelemetry of its own: its span must nest under its item's."""
+    from opentelemetry import trace
+
+    with trace.get_tracer("team-rag").start_as_current_span("team retrieval") as span:
+        span.set_attribute("team.question", question)
+        return {"answer": "Refunds take 14 days.", "contexts": [{"id": "policy#0", "text": "Refunds take 14 days."}]}

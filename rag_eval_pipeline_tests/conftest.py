@@ -19,6 +19,7 @@ pytest_plugins = [
     "rag_eval_pipeline_tests.tenant_fixtures",
     "rag_eval_pipeline_tests.support.postgres",
     "rag_eval_pipeline_tests.support.services",
+    "rag_eval_pipeline_tests.support.phoenix",
 ]
 
 # A suite started in the background by a shell inherits SIGINT ignored; after the first Dagster run

@@ -106,6 +106,7 @@ def setting_variables() -> dict[str, str]:
         **{f"vllm.{name}": variable for name, variable in settings.VLLM_VARIABLES.items()},
         "candidate_modules": settings.CANDIDATE_MODULES_VARIABLE,
         "metrics": settings.METRICS_VARIABLE,
+        "phoenix_url": settings.PHOENIX_URL_VARIABLE,
         "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
     }
 
@@ -670,6 +671,57 @@ def _service_gate(data: dict) -> str:
     )
 
 
+def _history_view(data: dict) -> str:
+    def cell(side: dict, key: str) -> str:
+        figures = side.get(key) or {}
+        return f"{_number(figures.get('median_s'))} ({_number(figures.get('max_s'))})" if figures else "-"
+
+    local, production = data.get("local") or {}, data.get("production") or {}
+    rows = [
+        [
+            "build: read and render (in process; production: GET /history from the service)",
+            cell(local, "build"),
+            cell(production, "service"),
+        ],
+        ["reads alone (production: the tenant's transactions as the service's role)", "-", cell(production, "read")],
+        [
+            "`rag-eval history` in a fresh process (production: through the service)",
+            cell(local, "cli"),
+            cell(production, "cli"),
+        ],
+        ["load in a fresh headless Chromium (cold)", cell(local, "load"), cell(production, "load")],
+        [
+            "**build + cold load** (target under 2 s)",
+            cell(local, "build_plus_load"),
+            cell(production, "service_plus_load"),
+        ],
+        ["`rag-eval history` + cold load", cell(local, "cli_plus_load"), cell(production, "cli_plus_load")],
+        [
+            "peer: one plain report page, (fetched and) loaded cold",
+            cell(local, "peer_report_load"),
+            cell(production, "peer_report_fetch_plus_load"),
+        ],
+    ]
+    size = production.get("data") or {}
+    plan = "; ".join(
+        re.sub(r"\s*\(cost=[^)]*\)", "", line).removeprefix("->").strip()
+        for line in production.get("plan_as_service_role") or []
+        if "Scan" in line or "Loop" in line
+    )
+    load = _get(data, "machine", "load_average_1m") or {}
+    return (
+        f"{_number(local.get('audits'))} audits x {_number(local.get('metrics'))} metrics "
+        f"({_number(local.get('blocked'))} blocked, {_number(local.get('promotions'))} promotions, "
+        f"{_number(local.get('page_bytes'))} bytes); production: {_number(size.get('metric_scores'))} metric_scores rows "
+        f"over {_number(size.get('tenants'))} tenants, {_number(size.get('report_tables'))} report tables. "
+        f"Medians (max) in seconds of {data.get('runs')} runs; Chromium {data.get('chromium')}; within the target: "
+        f"local {_number(local.get('within_target'))}, production {_number(production.get('within_target'))}.\n\n"
+        + table(["measured", "local", "production (1M rows, 50 tenants)"], rows)
+        + f"\nPlan of the reports statement as the service's role: {plan or '-'}. 1-minute load average "
+        + f"{_number(load.get('start'))} at the start, {_number(load.get('end'))} at the end.\n"
+    )
+
+
 def _golden_quality(data: dict) -> str:
     types = ["simple", "reasoning", "multi_context", "unanswerable"]
     rows = []
@@ -1002,6 +1054,56 @@ def _ui_load(data: dict) -> str:
     )
 
 
+def _trace_lookup(data: dict) -> str:
+    kinds = [
+        ("trace link in Chromium, until the span tree shows", "ui_trace"),
+        ("peer: `/healthz` in Chromium", "ui_peer"),
+        ("REST lookup by trace id", "rest_trace"),
+        ("peer: `/healthz` over HTTP", "rest_peer"),
+    ]
+    rows = [
+        [label]
+        + [f"{_number(data[mode][k]['median_s'])} ({_number(data[mode][k]['max_s'])})" for mode in ("cold", "warm")]
+        for label, k in kinds
+    ]
+    sla = ", ".join(f"{k} {v}" for k, v in (data.get("sla") or {}).items())
+    load = _get(data, "machine", "load_average_1m") or {}
+    ratios = "; ".join(
+        f"{mode}: UI {_number(r.get('ui_trace'))}, REST {_number(r.get('rest_trace'))}"
+        for mode, r in (data.get("ratio_to_peer") or {}).items()
+    )
+    page, scripts = data.get("trace_page") or {}, _get(data, "cold", "ui_trace", "scripts_loaded_median_s")
+    weight = (
+        f"The trace page loads {_number(page.get('javascript_mb'))} MB of JavaScript "
+        f"({_number(page.get('javascript_sent_mb'))} MB sent) and makes {_number(page.get('graphql_requests'))} "
+        f"GraphQL requests; cold, its scripts had loaded after {_number(scripts)} s (median, browser clock).\n"
+        if page
+        else ""
+    )
+    return (
+        f"Target: under {_number(data.get('sla_s'))} s; {data.get('runs')} lookups each; Phoenix {data.get('phoenix')} "
+        f"(ready in {_number(data.get('phoenix_startup_s'))} s), Chromium {data.get('chromium')}; "
+        f"{_number(data.get('spans'))} spans in {_number(2 * (data.get('traces_per_tenant') or 0))} traces of two "
+        f"tenants; link `{data.get('trace_link')}`, REST `{data.get('rest_lookup')}`.\n\n"
+        + table(["lookup", "cold: median (max) s", "warm: median (max) s"], rows)
+        + f"\nRatio to the peer: {ratios}. Target: {sla}. 1-minute load average "
+        + f"{_number(load.get('before'))} before, {_number(load.get('after'))} after. {weight}"
+    )
+
+
+def _tracing_overhead(data: dict) -> str:
+    rows = [
+        ["tracing off (peer)", _number(data["off_s"]["median"]), ", ".join(_number(t) for t in data["off_s"]["runs"])],
+        ["tracing on", _number(data["on_s"]["median"]), ", ".join(_number(t) for t in data["on_s"]["runs"])],
+    ]
+    return (
+        f"{data.get('what')}; {data.get('runs')} pairs, interleaved; {data.get('machine')}, {data.get('date')}.\n\n"
+        + table(["`rag-eval gate`", "median s", "runs s"], rows)
+        + f"\nRatio on/off: **{_number(data.get('ratio_on_to_off'))}** (target: {data.get('target')}); "
+        + f"{_number(_get(data, 'spans_per_traced_gate', 'median'))} spans per traced gate.\n"
+    )
+
+
 def _vllm_judge_latency(data: dict) -> str:
     batches, single = data.get("seconds_per_triplet") or {}, data.get("single_triplet_s") or {}
     judge, server = data.get("judge") or {}, data.get("server") or {}
@@ -1056,6 +1158,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "cost_vs_ragas": _cost_vs_ragas,
     "gate_wall_time": _gate_wall_time,
     "golden_quality": _golden_quality,
+    "history_view": _history_view,
     "ingestion_furniture": _ingestion_furniture,
     "judge_abstention": _judge_abstention,
     "judge_accuracy": _judge_accuracy,
@@ -1066,6 +1169,8 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "service_gate": _service_gate,
     "suite_time": _compare_commits,  # written by compare_commits.py --suite-only
     "synthesis_throughput": _synthesis_throughput,
+    "trace_lookup": _trace_lookup,
+    "tracing_overhead": _tracing_overhead,
     "ui_load": _ui_load,
     "vllm_judge_latency": _vllm_judge_latency,
 }

@@ -1,6 +1,6 @@
 """`rag-eval`: register tenants and versions, run the lineage and the demo, gate candidates, score
-and synthesize files, review golden sets, manage baselines, clear runs whose process is gone, and
-serve the gate service (and its tokens).
+and synthesize files, review golden sets, manage baselines, draw a tenant's metric history, clear runs
+whose process is gone, and serve the gate service (and its tokens).
 
 Each command imports what it needs when it runs, so `rag-eval --help` starts without Dagster,
 torch or pandas. Bad input ends in one line, `error: ...`, and exit 2 (see errors.py).
@@ -17,6 +17,7 @@ from rag_eval_pipeline.cli import (
     errors,
     files,
     gate,
+    history,
     lineage,
     metrics,
     prune,
@@ -53,6 +54,7 @@ for command in (
     review.review,
     dataset.dataset,
     baseline.baseline,
+    history.history,
     db.db,
     runs.runs,
     prune.prune,

@@ -46,6 +46,7 @@ COLUMNS = (  # header, summary field, width
 @judge_options()
 def calibrate(labels_path: Path | None, tenant: str | None, metrics: str | None, k: int, judge: JudgeOptions) -> int:
     from rag_eval_pipeline.cli.files import build_judge
+    from rag_eval_pipeline.core import tracing
     from rag_eval_pipeline.evaluation import calibration as cal
     from rag_eval_pipeline.evaluation.labels import read_labels
 
@@ -58,7 +59,8 @@ def calibrate(labels_path: Path | None, tenant: str | None, metrics: str | None,
 
         judged = ", ".join(m for m in chosen if is_judged(m)) or "no judged metric"
         raise BadInput(f"tenant {tenant} has no labels of the metrics scored ({judged}): give --labels FILE")
-    with progress_logging():
+    # A tenant's labels are its data: the judge's spans over them go to its project, never the shared one.
+    with progress_logging(), tracing.tenant_scope(tenant or ""):
         scorer, embedder = build_judge(judge)  # an unusable judge setting fails here, before anything is stored
         identity = cal.judge_identity(scorer, k, chosen)
         if store is None or tenant is None:

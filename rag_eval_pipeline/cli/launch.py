@@ -19,6 +19,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from dagster import DagsterInstance, Definitions, Field, logger
@@ -75,14 +76,32 @@ def launch(
     definitions = Definitions.merge(build_definitions(), Definitions(loggers={"console": terminal_logger}))
     job = definitions.resolve_job_def(job_name)
     started = time.perf_counter()
-    result = job.execute_in_process(
-        run_config=run_config,
-        instance=instance,
-        partition_key=partition_key,
-        tags={COMMIT_TAG: commit},
-        raise_on_error=False,
-    )
+    with run_span(job_name, partition_key, commit) as traced:
+        result = job.execute_in_process(
+            run_config=run_config,
+            instance=instance,
+            partition_key=partition_key,
+            tags={COMMIT_TAG: commit, **traced},
+            raise_on_error=False,
+        )
     return classify(records_of_result(result), time.perf_counter() - started)
+
+
+@contextmanager
+def run_span(job_name: str, partition_key: str, commit: str):
+    """The run under a span of its own in its tenant's project; yields the tags that carry it to the run's
+    steps (here or on a worker). What is batched is sent at the end, within the exporter's timeout."""
+    from rag_eval_pipeline.core import tracing
+    from rag_eval_pipeline.partitions import split_key
+
+    tenant, version = split_key(partition_key)
+    attributes = {"rag_eval.tenant": tenant, "rag_eval.dataset_version": version, "rag_eval.commit": commit}
+    try:
+        with tracing.tenant_scope(tenant), tracing.span(f"{job_name} {tenant}/{version}", tracing.CHAIN, attributes):
+            parent = tracing.traceparent()
+            yield {tracing.TRACEPARENT_TAG: parent} if parent else {}
+    finally:
+        tracing.flush()
 
 
 def _submit_and_wait(
@@ -97,24 +116,25 @@ def _submit_and_wait(
 
     current = settings.load()
     _require_shared_storage(current.production, candidate)
-    tags = {COMMIT_TAG: commit, **run_tags(split_key(partition_key)[0])}
     run_config = lineage_run_config(job_name, candidate, commit, report, log_level=None, metrics=metrics)
     run_config = run_config.to_config_dict()
     started = time.perf_counter()
-    run_id = submission.submit(instance, job_name, partition_key, run_config, tags)
-    print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)
-    try:
-        run = submission.wait_for(instance, run_id, current.production.run_timeout_s)
-    except KeyboardInterrupt:
-        # A run left queued would still run later, and might promote a baseline nobody waits for.
-        instance.run_coordinator.cancel_run(run_id)
-        raise
-    except TimeoutError:
-        ending = give_up(instance, run_id, current.run_stale_after_s, tags[QUEUE_TAG])
-        raise BadInput(
-            f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
-            f"(RAG_EVAL_RUN_TIMEOUT_S): {ending}"
-        ) from None
+    with run_span(job_name, partition_key, commit) as traced:  # the worker's steps nest under it
+        tags = {COMMIT_TAG: commit, **run_tags(split_key(partition_key)[0]), **traced}
+        run_id = submission.submit(instance, job_name, partition_key, run_config, tags)
+        print(f"run {run_id} queued for a worker on {tags[QUEUE_TAG]}", file=sys.stderr, flush=True)
+        try:
+            run = submission.wait_for(instance, run_id, current.production.run_timeout_s)
+        except KeyboardInterrupt:
+            # A run left queued would still run later, and might promote a baseline nobody waits for.
+            instance.run_coordinator.cancel_run(run_id)
+            raise
+        except TimeoutError:
+            ending = give_up(instance, run_id, current.run_stale_after_s, tags[QUEUE_TAG])
+            raise BadInput(
+                f"run {run_id} did not finish within {current.production.run_timeout_s:.0f} s "
+                f"(RAG_EVAL_RUN_TIMEOUT_S): {ending}"
+            ) from None
     return classify(records_of_run(instance, run.run_id, submission.succeeded(run)), time.perf_counter() - started)
 
 

@@ -1,5 +1,5 @@
 """The CLI as the gate service's client: with RAG_EVAL_SERVER and RAG_EVAL_TOKEN set, `rag-eval gate`,
-`questions`, `baseline` and `review` send their request to the service and print what it answers.
+`questions`, `baseline`, `review` and `history` send their request to the service and print what it answers.
 
 A tenant's CI job then holds only the token: no database, Dagster, cache or object-store credential.
 The commands the service runs for the caller come back with their own output and exit status, which
@@ -39,14 +39,22 @@ class Service:
     def post(self, path: str, body: dict, params: dict | None = None) -> dict:
         return self._call("POST", path, json=body, params=params)
 
+    def get_text(self, path: str, params: dict | None = None) -> tuple[str, httpx.Headers]:
+        """A page the service answers as text (an HTML page), with its response headers."""
+        response = self._response("GET", path, params=params)
+        return response.text, response.headers
+
     def _call(self, method: str, path: str, **request) -> dict:
+        return self._response(method, path, **request).json()
+
+    def _response(self, method: str, path: str, **request) -> httpx.Response:
         try:
             response = self._client.request(method, path, **request)
         except httpx.HTTPError as error:
             raise BadInput(f"cannot reach the gate service at {self.url} (RAG_EVAL_SERVER): {error}") from None
         if response.status_code >= 400:
             raise BadInput(f"the gate service refused ({response.status_code}): {_detail(response)}")
-        return response.json()
+        return response
 
 
 def _detail(response: httpx.Response) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.stores.cache import open_cache
 
@@ -139,13 +140,15 @@ class Embedder:
         new: dict[str, np.ndarray] = {}
         started = time.perf_counter()
         for number, batch in enumerate(batches, start=1):
-            vectors = model.encode(
-                [missing[h] for h in batch],
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            ).astype(np.float32)
+            attributes = {"embedding.model_name": MODEL_NAME, "rag_eval.texts": len(batch)}
+            with tracing.span("embedding batch", tracing.EMBEDDING, attributes):  # a batch computed, not a cache hit
+                vectors = model.encode(
+                    [missing[h] for h in batch],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ).astype(np.float32)
             self._store(batch, vectors)
             new.update(zip(batch, vectors))
             self.cache_misses += len(batch)

@@ -24,6 +24,7 @@ from rag_eval_pipeline.evaluation.candidates import (
 )
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.evaluation.submissions import read_submitted
+from rag_eval_pipeline.evaluation.trends import score_trends
 from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 from rag_eval_pipeline.metadata import lineage_asset, table_metadata
 from rag_eval_pipeline.partitions import split_key
@@ -62,19 +63,7 @@ def candidate_outputs(
     tenant, version = split_key(context.partition_key)
     require_published(warehouse.store(), tenant, version, golden_set)  # never audit a half-made golden set
     items = golden_set[["qa_id", "question"]].to_dict("records")
-    if spec.kind == "submitted_outputs":
-        # From the store of this run's own tenant and version: another tenant's submission is not found there.
-        outputs = outputs_from_text(read_submitted(warehouse.store(), tenant, version, spec), items)
-    elif spec.kind == "outputs_file":
-        raise CandidateError(
-            f"outputs file {spec.value} is not read by the run: submit it first (`rag-eval gate --outputs`), "
-            "then audit the 'submitted-outputs:<id>' it gets"
-        )
-    elif spec.kind == "entry_point":
-        # Someone else's code: in a child process, where os._exit, a crash or a hang fails items, not the audit.
-        outputs = run_entry_point(spec.value, items, config.timeout_s)
-    else:
-        outputs = run_candidate(_reference(config.top_k, embedder, document_chunks), items, config.timeout_s)
+    outputs = _outputs(spec, config, embedder, warehouse, tenant, version, items, document_chunks)
     frame = pd.DataFrame([asdict(o) for o in outputs])
     frame["candidate"], frame["commit"] = config.candidate, commit
     failed = frame[frame["status"] != OK]
@@ -91,6 +80,22 @@ def candidate_outputs(
             median_latency_s=float(frame["latency_s"].median()) if len(frame) else 0.0,
         ),
     )
+
+
+def _outputs(spec, config: CandidateConfig, embedder, warehouse, tenant: str, version: str, items, chunks):
+    """The candidate's answer to every golden question, however the candidate is given."""
+    if spec.kind == "submitted_outputs":
+        # From the store of this run's own tenant and version: another tenant's submission is not found there.
+        return outputs_from_text(read_submitted(warehouse.store(), tenant, version, spec), items)
+    if spec.kind == "outputs_file":
+        raise CandidateError(
+            f"outputs file {spec.value} is not read by the run: submit it first (`rag-eval gate --outputs`), "
+            "then audit the 'submitted-outputs:<id>' it gets"
+        )
+    if spec.kind == "entry_point":
+        # Someone else's code: in a child process, where os._exit, a crash or a hang fails items, not the audit.
+        return run_entry_point(spec.value, items, config.timeout_s)
+    return run_candidate(_reference(config.top_k, embedder, chunks), items, config.timeout_s)
 
 
 def _reference(top_k: int, embedder: EmbedderResource, chunks: pd.DataFrame) -> CandidatePipeline:
@@ -136,6 +141,7 @@ def metric_scores(
             k=config.k,
             unmeasured=int((frame["status"] != OK).sum()),
             means=measured.groupby("metric")["score"].mean().round(4).to_dict(),
+            **score_trends(frame),  # mean/, measured/, coverage/<metric>: numbers the UI plots across runs
             judge_usage={
                 kind: {**counts, "serves": ", ".join(served.get(kind, ()))}
                 for kind, counts in total_usage(judgements).items()

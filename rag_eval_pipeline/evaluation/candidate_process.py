@@ -30,12 +30,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.text import scorable_text
-from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError, CandidateOutput
+from rag_eval_pipeline.evaluation.candidates import FAILED, OK, CandidateError, CandidateOutput, item_span
 
 STARTUP_TIMEOUT_S = 120.0  # importing a user's pipeline (models, clients) may take a while
 MAX_CONSECUTIVE_DEATHS = 3
 ORPHAN_CHECK_INTERVAL_S = 0.5
+EXIT_FLUSH_TIMEOUT_MS = 2_000  # the most an ending child spends sending its spans
+CLOSE_GRACE_S = 3.0  # how long a child asked to end has before it is killed (more than its flush)
 ORPHANED_EXIT_CODE = 70  # read by nobody (the auditing process is gone); set apart from a candidate's own exits
 
 
@@ -79,8 +82,10 @@ class CandidateProcess:
             raise CandidateError(ready["error"])
 
     def ask(self, question: str, timeout_s: float) -> _Reply:
+        # The item's span travels with the question: the candidate's own spans nest under it, in its project.
+        request = {"question": question, "traceparent": tracing.traceparent(), "tenant": tracing.current_tenant()}
         try:
-            self._to_child.write(json.dumps({"question": question}) + "\n")
+            self._to_child.write(json.dumps(request) + "\n")
             self._to_child.flush()
         except OSError:
             raise _ChildEnded(self._how_it_ended()) from None
@@ -113,7 +118,15 @@ class CandidateProcess:
         cause = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return f"the candidate process ended ({cause}) without answering"
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 0.0) -> None:
+        """End the child: asked to (its stdin closed, it flushes its spans and exits) within `grace_s`,
+        then killed. A child that timed out gets no grace: it is hung."""
+        if grace_s > 0 and self.process.poll() is None:
+            try:
+                self._to_child.close()
+                self.process.wait(timeout=grace_s)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
@@ -142,12 +155,13 @@ def run_entry_point(entry: str, items: list[dict], timeout_s: float = 30.0) -> l
                 outputs.append(_failed(item, reason, 0.0))
                 continue
             child = child if child is not None and child.process.poll() is None else CandidateProcess(entry)
-            output, ended = _ask_one(child, item, timeout_s)
+            with item_span(item["qa_id"], item["question"]) as finish:
+                output, ended = _ask_one(child, item, timeout_s)
+                outputs.append(finish(output))
             deaths = deaths + 1 if ended else 0
-            outputs.append(output)
     finally:
         if child is not None:
-            child.close()
+            child.close(grace_s=CLOSE_GRACE_S)
     return outputs
 
 
@@ -192,18 +206,21 @@ def serve(entry: str, requests: Iterator[str], reply) -> None:
         return
     reply({"ready": True})
     for line in requests:
-        question = json.loads(line)["question"]
-        try:
-            raw = candidate(question)
-        except BaseException as error:
-            reply({"error": f"candidate raised {type(error).__name__}: {error}"})
-            continue
-        try:
-            answer, contexts = validate_output(raw)
-        except ValueError as error:
-            reply({"error": f"malformed output: {error}"})
-            continue
-        reply({"answer": answer, "contexts": contexts})
+        reply(_answer(candidate, json.loads(line), validate_output))
+
+
+def _answer(candidate, request: dict, validate_output) -> dict:
+    """One reply: the answer and contexts, or the error; the candidate runs under the item's span."""
+    try:
+        with tracing.tenant_scope(request.get("tenant", "")), tracing.attached(request.get("traceparent", "")):
+            raw = candidate(request["question"])
+    except BaseException as error:
+        return {"error": f"candidate raised {type(error).__name__}: {error}"}
+    try:
+        answer, contexts = validate_output(raw)
+    except ValueError as error:
+        return {"error": f"malformed output: {error}"}
+    return {"answer": answer, "contexts": contexts}
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:
@@ -224,6 +241,10 @@ def _main(entry: str, parent_pid: int) -> None:
         protocol.flush()
 
     serve(entry, sys.stdin, reply)
+    # The parent closed our stdin: the run is done. The candidate's spans leave in one batch, bounded, and
+    # the process ends without waiting on threads the candidate may have left running.
+    tracing.flush(EXIT_FLUSH_TIMEOUT_MS)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,23 @@ fails that item only; the run goes on.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, StrictStr, ValidationError
 
 from rag_eval_pipeline import settings
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.jsonl import JsonLine, iter_json_lines
 from rag_eval_pipeline.core.judging.results import OK  # the one "ok" status, of an output as of a score
 from rag_eval_pipeline.core.text import field_text, scorable_text
@@ -147,6 +150,31 @@ class CandidateOutput:
     status: str
     error: str
     latency_s: float
+    trace_id: str = ""  # of the item's span (core/tracing.py): where its trace is; "" when tracing is off
+    span_id: str = ""
+
+
+@contextmanager
+def item_span(qa_id: str, question: str) -> Iterator[Callable[[CandidateOutput], CandidateOutput]]:
+    """A golden question asked inside a span of its own (a candidate's own spans nest under it); yields
+    `finish(output)`: the output with the span's ids, its answer and status recorded on the span."""
+    with tracing.span(f"candidate {qa_id}", tracing.CHAIN, {"input.value": question, "rag_eval.qa_id": qa_id}) as item:
+
+        def finish(output: CandidateOutput) -> CandidateOutput:
+            context_ids = [str(c.get("id", "")) for c in output.contexts]
+            tracing.set_attributes(
+                item,
+                {
+                    "output.value": output.answer,
+                    "rag_eval.status": output.status,
+                    "rag_eval.error": output.error or None,
+                    "rag_eval.context_ids": context_ids or None,
+                },
+            )
+            trace_id, span_id = tracing.ids()
+            return replace(output, trace_id=trace_id, span_id=span_id)
+
+        yield finish
 
 
 _MODULE = re.compile(rf"^{_DOTTED}$")
@@ -243,7 +271,11 @@ def _output_problem(where: tuple) -> str:
 
 def run_candidate(candidate: CandidatePipeline, items: list[dict], timeout_s: float = 30.0) -> list[CandidateOutput]:
     """Ask the candidate every golden question, one at a time, each bounded by `timeout_s`."""
-    return [_ask(candidate, item["qa_id"], item["question"], timeout_s) for item in items]
+    outputs = []
+    for item in items:
+        with item_span(item["qa_id"], item["question"]) as finish:
+            outputs.append(finish(_ask(candidate, item["qa_id"], item["question"], timeout_s)))
+    return outputs
 
 
 def _ask(candidate: CandidatePipeline, qa_id: str, question: str, timeout_s: float) -> CandidateOutput:
@@ -256,8 +288,9 @@ def _ask(candidate: CandidatePipeline, qa_id: str, question: str, timeout_s: flo
             outcome["error"] = f"{type(error).__name__}: {error}"
 
     started = time.perf_counter()
-    # A daemon thread per call: a hung candidate is abandoned, not waited for.
-    worker = threading.Thread(target=call, daemon=True)
+    # A daemon thread per call: a hung candidate is abandoned, not waited for. It runs in this context, so the
+    # spans it makes nest under its item's.
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(call,), daemon=True)
     worker.start()
     worker.join(timeout_s)
     latency = round(time.perf_counter() - started, 4)

@@ -47,9 +47,17 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
     items = [_eval_item(records[i], gold.loc[records[i]["qa_id"]]) for i in answered]
     results, judgements = score_items(items, judge, embedder, metrics, k)
     scored = dict(zip(answered, results))
+    traces = dict(zip(answered, (judgement.trace for judgement in judgements)))
+    judge_name = scoring_name(judge.name, metrics)
     rows = metric_rows(
         (
-            {"qa_id": output["qa_id"], "judge": scoring_name(judge.name, metrics), "k": k, "commit": output["commit"]},
+            {
+                "qa_id": output["qa_id"],
+                "judge": judge_name,
+                "k": k,
+                "commit": output["commit"],
+                **dict(zip(("trace_id", "span_id"), traces.get(i, ("", "")))),
+            },
             scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output["error"])) for metric in names(metrics)],
         )
         for i, output in enumerate(records)

@@ -1,19 +1,23 @@
 """The regression report: the candidate against the tenant's baseline, with a verdict, and where and why."""
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 
 import pandas as pd
-from dagster import AssetExecutionContext, Config, MetadataValue, Output
+from dagster import AssetExecutionContext, AssetKey, Config, DagsterEventType, MetadataValue, Output
 from pydantic import Field
 
+from rag_eval_pipeline import settings
 from rag_eval_pipeline.core.defaults import DEFAULT_MIN_COVERAGE
+from rag_eval_pipeline.core.judging.judgement import total_usage
 from rag_eval_pipeline.core.metrics.registry import tolerances as declared_tolerances
 from rag_eval_pipeline.core.names import COMMIT_TAG
 from rag_eval_pipeline.evaluation.scoring import score_outputs
 from rag_eval_pipeline.evaluation.user_metrics import resolve_metrics
 from rag_eval_pipeline.metadata import lineage_asset
 from rag_eval_pipeline.partitions import split_key
+from rag_eval_pipeline.reporting import cost
 from rag_eval_pipeline.reporting.baselines import PromotionPolicy, promotion_reason
 from rag_eval_pipeline.reporting.compare import (
     DEFAULT_TOLERANCE,
@@ -128,17 +132,22 @@ def regression_report(
         run_id,
         store.report_location(tenant, version, commit, run_id),
         judges_of(metric_scores),
+        settings.load().phoenix_url,
     )
+    scoring_tokens = _scoring_tokens(context, metric_scores)
+    prices = settings.price_table(os.environ.get(settings.JUDGE_VARIABLES["price_table"], ""))
     for _ in range(COMPARE_ATTEMPTS):
         # Compared outside the lock (re-scoring a baseline may take long); then, under it and only if the
         # baseline is still the one compared with, the report is stored, the audit archived and, last of
         # all, the candidate promoted: no promotion is lost or doubled, and none outlives a report that
         # failed to be written.
         current = baselines.current(tenant, version)
-        outcome = _judge_against_baseline(
+        outcome, rescoring = _judge_against_baseline(
             context, config, tolerances, baselines, tenant, version, current, scored, judge, embedder, trust
         )
-        report = build_report(audit, outcome)
+        if scoring_tokens is not None:  # the run's tokens: its scoring's, per metric, and the re-scoring's
+            outcome = replace(outcome, tokens=replace(scoring_tokens, rescoring=rescoring))
+        report = build_report(audit, outcome, prices)
         with baselines.locked(tenant):
             if baselines.current(tenant, version) != current:
                 context.log.info(
@@ -165,8 +174,35 @@ def regression_report(
             f"the baseline of {tenant}/{version} kept changing while {commit} was compared; re-run the gate"
         )
     return Output(
-        report.table, metadata={**report.summary, "report": MetadataValue.md(report.markdown), STORED_BY_ASSET: True}
+        report.table,
+        metadata={
+            **report.summary,
+            **report.trends,  # mean/, delta/, coverage/<metric>, judge_tokens: numbers the UI plots across runs
+            "report": MetadataValue.md(report.markdown),
+            STORED_BY_ASSET: True,
+        },
     )
+
+
+def _scoring_tokens(context: AssetExecutionContext, scores: pd.DataFrame) -> cost.RunTokens | None:
+    """The judge's calls and tokens per metric, from the `judge_usage` metric_scores recorded in this run
+    (the audit tables are materialized in one run); None when this run did not score them."""
+    metrics = sorted({str(metric) for metric in scores["metric"]})
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    for record in reversed(records):
+        materialization = record.event_log_entry.asset_materialization
+        if (
+            materialization is None
+            or materialization.asset_key != AssetKey("metric_scores")
+            or materialization.partition != context.partition_key
+        ):
+            continue
+        value = materialization.metadata.get("judge_usage")
+        usage = getattr(value, "value", None) or {}
+        return cost.split_usage(usage, cost.serves_of(usage), metrics) if isinstance(usage, dict) else None
+    return None
 
 
 COMPARE_ATTEMPTS = 5
@@ -192,10 +228,11 @@ def _judge_against_baseline(
     judge,
     embedder,
     trust,
-) -> Outcome:
-    """The candidate against the baseline (re-scored when it was scored differently), and whether it is promoted."""
+) -> tuple[Outcome, cost.TokenCount]:
+    """The candidate against the baseline (re-scored when it was scored differently), and whether it is promoted;
+    and the judge calls and tokens the re-scoring took (none when the baseline was not re-scored)."""
     baseline_commit, baseline_source = _baseline_commit(current, config.baseline_commit)
-    baseline, baseline_outputs = None, None
+    baseline, baseline_outputs, rescoring = None, None, cost.TokenCount()
     if baseline_commit:
         # The promoted audit itself, not a later re-audit of the same commit.
         promoted_run = current.run_id if current and current.commit == baseline_commit else ""
@@ -210,7 +247,7 @@ def _judge_against_baseline(
             )
         context.log.warning(f"baseline {baseline_commit} was scored differently ({mismatch}): re-scoring its outputs")
         assert baseline_outputs is not None  # read with the baseline's scores
-        baseline = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
+        baseline, rescoring = rescore(baseline_outputs, run.golden, run.scores, judge, embedder)
         baseline_source += f"; re-scored with this run's judge (it was scored differently: {mismatch})"
     comparison = compare(
         run.scores,
@@ -227,19 +264,21 @@ def _judge_against_baseline(
     )
     if current is not None and current.commit == run.commit:
         promotion = None  # already the baseline: a second line in the history would say nothing new
-    return Outcome(baseline_commit, baseline_source, comparison, analysis, promotion)
+    return Outcome(baseline_commit, baseline_source, comparison, analysis, promotion), rescoring
 
 
 def rescore(
     outputs: pd.DataFrame, golden: pd.DataFrame, like: pd.DataFrame, judge: JudgeResource, embedder: EmbedderResource
-) -> pd.DataFrame:
-    """The archived outputs scored the way `like` was: this run's judge, k and metrics."""
+) -> tuple[pd.DataFrame, cost.TokenCount]:
+    """The archived outputs scored the way `like` was: this run's judge, k and metrics; and what that took."""
     identity = scoring_identity(like)
-    scores, _ = score_outputs(outputs, golden, judge.get(), embedder.get(), identity["metrics"], int(identity["k"]))
+    scores, judgements = score_outputs(
+        outputs, golden, judge.get(), embedder.get(), identity["metrics"], int(identity["k"])
+    )
     still_different = incomparable_reason(like, scores)
     if still_different:
         raise IncomparableScores(f"re-scoring the baseline did not reproduce this run's scoring: {still_different}")
-    return scores
+    return scores, sum((cost.TokenCount.of(counts) for counts in total_usage(judgements).values()), cost.TokenCount())
 
 
 def _baseline_commit(current, requested: str) -> tuple[str, str]:

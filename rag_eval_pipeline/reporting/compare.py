@@ -552,6 +552,8 @@ WORST_COLUMNS = [
     "baseline_answer",
     "candidate_answer",
     "evidence",
+    "trace_id",  # the candidate's judge span of the item (core/tracing.py): "" when tracing was off
+    "span_id",
 ]
 
 
@@ -586,6 +588,8 @@ def worst_items(
             "baseline_answer": _lookup(_indexed(baseline_outputs), pair["qa_id"], "answer"),
             "candidate_answer": _lookup(_indexed(outputs), pair["qa_id"], "answer"),
             "evidence": _short_evidence(pair.get("evidence")),
+            "trace_id": str(pair.get("trace_id") or ""),
+            "span_id": str(pair.get("span_id") or ""),
         }
         for pair in pairs.to_dict("records")
     ]

@@ -43,9 +43,14 @@ def render_markdown(
     details: dict[str, str],
     analysis: Analysis | None = None,
     verdict: str | None = None,
+    tokens: dict | None = None,
+    trace_url: str = "",
 ) -> str:
-    """verdict: the report's overall verdict, when it says more than the comparison's (see report.Outcome)."""
-    return _TEMPLATES.get_template("report.md").render(_context(comparison, title, details, analysis, verdict))
+    """verdict: the report's overall verdict, when it says more than the comparison's (see report.Outcome).
+    tokens: the judge's calls, tokens and cost (report.token_section), or None to leave the section out.
+    trace_url: Phoenix's base URL (RAG_EVAL_PHOENIX_URL): each worst item's trace id becomes a link into it."""
+    context = _context(comparison, title, details, analysis, verdict, tokens, trace_url)
+    return _TEMPLATES.get_template("report.md").render(context)
 
 
 def render_html(
@@ -54,8 +59,11 @@ def render_html(
     details: dict[str, str],
     analysis: Analysis | None = None,
     verdict: str | None = None,
+    tokens: dict | None = None,
+    trace_url: str = "",
 ) -> str:
-    return _TEMPLATES.get_template("report.html").render(_context(comparison, title, details, analysis, verdict))
+    context = _context(comparison, title, details, analysis, verdict, tokens, trace_url)
+    return _TEMPLATES.get_template("report.html").render(context)
 
 
 def _md_text(value) -> str:
@@ -108,7 +116,13 @@ _TEMPLATES.filters.update(md_text=_md_text, md_cell=_md_cell, answer=_answer, fm
 
 
 def _context(
-    comparison: Comparison, title: str, details: dict[str, str], analysis: Analysis | None, verdict: str | None
+    comparison: Comparison,
+    title: str,
+    details: dict[str, str],
+    analysis: Analysis | None,
+    verdict: str | None,
+    tokens: dict | None = None,
+    trace_url: str = "",
 ) -> dict:
     rows = comparison.table.to_dict("records")
     verdict = verdict or comparison.verdict
@@ -125,12 +139,13 @@ def _context(
         "failing_metrics": comparison.failing_metrics,
         "notes": [(row["metric"], row["note"]) for row in rows if row["note"]] + _abstentions(rows),
         "chart": _chart(rows),
-        "analysis": _analysis(analysis) if analysis is not None else None,
+        "analysis": _analysis(analysis, trace_url) if analysis is not None else None,
         "trust": [_trust_row(row) for row in rows],
         "decided_on": "PPI intervals where a metric has labels"
         if comparison.decided_on == "ppi"
         else "the judge's own scores",
         "trust_note": TRUST_NOTE,
+        "tokens": tokens,
     }
 
 
@@ -194,7 +209,7 @@ def _metric_row(row: dict) -> dict:
     return {"cells": cells, "html_cells": [*cells, row["note"]], "regressed": row["verdict"] == "regressed"}
 
 
-def _analysis(analysis: Analysis) -> dict:
+def _analysis(analysis: Analysis, trace_url: str = "") -> dict:
     return {
         "breakdown": [
             [
@@ -210,8 +225,25 @@ def _analysis(analysis: Analysis) -> dict:
         "stage_summary": analysis.stage_summary,
         "quadrants": _quadrant_cells(analysis.quadrants),
         "worst_basis": analysis.worst_basis,
-        "worst": analysis.worst.to_dict("records"),
+        "worst": [
+            {**item, "trace": _trace(item.get("trace_id"), item.get("span_id"), trace_url)}
+            for item in analysis.worst.to_dict("records")
+        ],
     }
+
+
+def _trace(trace_id, span_id, trace_url: str) -> dict | None:
+    """The item's trace: its id, and a link into Phoenix when its URL is set (an operator's tool: see
+    docs/tracing.md before giving such a report to a tenant). The link names the item's own span: a run's
+    trace holds every item, and Phoenix opens it at that span."""
+    if not trace_id or _missing(trace_id):
+        return None
+    if not trace_url:
+        return {"id": str(trace_id), "link": ""}
+    base = trace_url.rstrip("/")
+    has_span = span_id and not _missing(span_id)
+    link = f"{base}/redirects/spans/{span_id}" if has_span else f"{base}/redirects/traces/{trace_id}"
+    return {"id": str(trace_id), "link": link}
 
 
 def _quadrant_cells(quadrants: pd.DataFrame) -> list[list[str]]:

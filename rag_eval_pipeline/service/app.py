@@ -4,8 +4,9 @@ Every route is under /v1/tenants/{tenant}/ and needs a bearer token whose verifi
 tenant and grant the route's scope; the tenant every store, query and child command uses is the
 token's, never a value the caller sent. A refusal (401 no or bad token, 403 another tenant or a
 missing scope) reads and writes nothing and leaves one line in the audit log, as every allowed request
-does. Reads answer from the stores in this process; gates, promotions and reviews run as `rag-eval`
-commands in child processes (commands.py), so they print and exit exactly as on the operator's machine.
+does. Reads (questions, baselines, reports, the metric history) answer from the stores in this process,
+through the token's tenant-scoped transaction; gates, promotions and reviews run as `rag-eval` commands
+in child processes (commands.py), so they print and exit exactly as on the operator's machine.
 """
 
 import asyncio
@@ -33,6 +34,7 @@ NAME = r"^[a-z0-9_-]{1,63}$"  # a tenant or version name, as core.names accepts 
 RUN_ID = r"^[A-Za-z0-9_-]{1,64}$"  # a run id, as core.names accepts it
 TENANT_PATH = re.compile(r"^/v1/tenants/([^/]*)(?:/|$)")
 MAX_BODY_BYTES = 80 * 2**20  # a gate's answers may hold 64 MiB (as an outputs file may), JSON-escaped
+MAX_HISTORY = 10_000  # the most audits one history shows (stores.layout.MAX_REPORTS)
 
 audit = logging.getLogger(AUDIT_LOGGER)
 _bearer = HTTPBearer(auto_error=False)
@@ -251,6 +253,34 @@ def create_app(settings: Settings, verifier: TokenVerifier) -> FastAPI:
         if format == "html":
             return PlainTextResponse(stored.html, media_type="text/html")
         return PlainTextResponse(stored.markdown, media_type="text/markdown")
+
+    @app.get("/v1/tenants/{tenant}/history", tags=["history"])
+    def history(
+        who: Annotated[Caller, reader],
+        request: Request,
+        version: str | None = version_query,
+        limit: Annotated[int, Query(ge=1, le=MAX_HISTORY)] = 100,
+        format: Literal["html", "json"] = "html",
+    ):
+        """The tenant's metric history (`rag-eval history`): each metric over its latest `limit` audits, as one
+        self-contained HTML page whose points link to this service's report of each run, or as JSON."""
+        from rag_eval_pipeline.reporting.history import render_history_html, summary_line, tenant_history
+
+        base = str(request.base_url).rstrip("/")
+
+        def link(chosen: str, audit) -> str:
+            return f"{base}/v1/tenants/{who.tenant}/versions/{chosen}/runs/{audit.run_id}/report?format=html"
+
+        built = _answered(
+            lambda: tenant_history(
+                stores().results, stores().baselines, who.tenant, version, limit, settings.judge.price_table, link
+            )
+        )
+        if format == "json":
+            return JSONResponse(built.as_dict())
+        return PlainTextResponse(
+            render_history_html(built), media_type="text/html", headers={"X-Rag-Eval-Summary": summary_line(built)}
+        )
 
     @app.get("/v1/tenants/{tenant}/baselines", response_model=BaselineHistory, tags=["baseline"])
     def baselines(who: Annotated[Caller, reader], version: str | None = version_query) -> BaselineHistory:

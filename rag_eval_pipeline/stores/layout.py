@@ -7,7 +7,7 @@ through them, so a table or file has one name wherever it lives.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from urllib.parse import unquote
 
 import pandas as pd
@@ -46,6 +46,57 @@ class StoredReport:
     summary: dict
     markdown: str
     html: str
+
+
+REPORT_TABLE = "regression_report"  # the report's table: a row per metric, what the history reads
+# How many of a version's latest reports one read may ask for (`rag-eval history --limit`).
+MAX_REPORTS = 10_000
+# The report table's columns the history reads (reporting/history.py); a report stored before one existed lacks it.
+HISTORY_COLUMNS = (
+    "metric",
+    "candidate_mean",
+    "baseline_mean",
+    "delta",
+    "tolerance",
+    "coverage",
+    "verdict",
+    "verdict_overall",
+    "baseline_commit",
+    "baseline_source",
+    "judge",
+    "judge_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "run_judge_calls",
+    "run_prompt_tokens",
+    "run_completion_tokens",
+)
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """One audit's stored report as the history reads it (ResultsStore.latest_reports)."""
+
+    commit: str
+    run_id: str
+    written_at: str  # when the report was stored, ISO 8601 in UTC
+    verdict: str  # the overall verdict
+    rows: list[dict] | None  # the report table's rows (HISTORY_COLUMNS only); None when the run stored none
+    location: PurePath  # the store's report_location: the audit folder, or a name for a database row
+
+
+def history_rows(source) -> list[dict]:
+    """The HISTORY_COLUMNS of a stored report table (a Parquet file's path, or its bytes), one dict per metric.
+
+    Read with pyarrow, not pandas: a history reads a hundred of these, and a DataFrame per table would cost
+    ten times as long. A missing value is None."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+    names = set(parquet.schema_arrow.names)
+    return parquet.read(columns=[column for column in HISTORY_COLUMNS if column in names]).to_pylist()
 
 
 def commit_of_folder(folder: Path) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path, PurePath
 from urllib.parse import quote
 
@@ -24,11 +25,14 @@ from rag_eval_pipeline.stores.layout import (
     COMMIT_PREFIX,
     MANIFEST_FILE,
     REPORT_FILES,
+    REPORT_TABLE,
     RUN_PREFIX,
     VERSION_LOCK_FILE,
     VERSION_LOCK_TIMEOUT_S,
+    AuditReport,
     StoredReport,
     commit_of_folder,
+    history_rows,
 )
 from rag_eval_pipeline.stores.protocols import validate_submission_id
 
@@ -158,6 +162,33 @@ class Warehouse:
             return None
         html = paths["html"].read_text(encoding="utf-8") if paths["html"].is_file() else ""
         return StoredReport("", {}, paths["markdown"].read_text(encoding="utf-8"), html)
+
+    def latest_reports(self, tenant: str, version: str, limit: int) -> list[AuditReport]:
+        """The version's `limit` latest reports, newest first: the report tables under the tenant's own folder,
+        ordered by when each was written (its file's time; the run id breaks a tie)."""
+        written = []
+        for path in self.audits_dir(tenant, version).glob(f"{COMMIT_PREFIX}*/{RUN_PREFIX}*/{REPORT_TABLE}.parquet"):
+            try:
+                written.append((path.stat().st_mtime_ns, path.parent.name, path))
+            except FileNotFoundError:  # an audit pruned while we looked
+                continue
+        reports = []
+        for mtime_ns, run_folder, path in sorted(written, reverse=True)[: max(0, limit)]:
+            try:
+                rows = history_rows(path)
+            except FileNotFoundError:
+                continue
+            reports.append(
+                AuditReport(
+                    commit=commit_of_folder(path.parent.parent),
+                    run_id=run_folder.removeprefix(RUN_PREFIX),
+                    written_at=datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc).isoformat(),
+                    verdict=str(rows[0].get("verdict_overall") or "") if rows else "",
+                    rows=rows,
+                    location=path.parent,
+                )
+            )
+        return reports
 
     def locations(self, tenant: str, version: str, run_id: str) -> list[str]:
         """Where a run's tables are, for a person to find them: the version's folder and the run's audit folder."""

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from rag_eval_pipeline.stores.layout import StoredReport
+from rag_eval_pipeline.stores.layout import AuditReport, StoredReport
 
 LOCK_TIMEOUT_S = 120.0  # the longest wait for a tenant's promotion lock
 UNSET = object()  # "not given", where None is a meaningful value (no baseline yet)
@@ -99,6 +99,11 @@ class ResultsStore(TableStore, Protocol):
     ) -> None: ...
 
     def read_report(self, tenant: str, version: str, run_id: str) -> StoredReport | None: ...
+
+    def latest_reports(self, tenant: str, version: str, limit: int) -> list[AuditReport]:
+        """The version's `limit` most recently stored reports of the tenant, newest first, each with its table:
+        what the history view reads. Only this tenant's rows or folder are read."""
+        ...
 
     def locations(self, tenant: str, version: str, run_id: str) -> list[str]: ...
 

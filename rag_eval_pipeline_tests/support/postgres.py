@@ -254,6 +254,18 @@ def private_server() -> Iterator[PrivateServer]:
         server.remove()
 
 
+@pytest.fixture
+def fresh_private_server() -> Iterator[PrivateServer]:
+    """A private Postgres of the test's own, for a test that needs a cluster where no role exists yet (the
+    session's server holds the roles of whichever test upgraded a database on it first)."""
+    server = PrivateServer.create()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
 def sample_row(table, tenant: str, key: int) -> dict:
     """A row of any results table for `tenant`, distinct per key, built from the column types (so a new
     table or column needs no edit here). Identity and created_at are left to the server."""

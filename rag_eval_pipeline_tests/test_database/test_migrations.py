@@ -93,7 +93,7 @@ def test_a_database_at_0001_moves_to_0002_keeping_its_rows_and_its_old_login(scr
     with throwaway_role("") as stranger:  # at 0001 any role of the cluster may connect (PUBLIC has CONNECT)
         run_admin("select 1", database_url(name, user=stranger))
 
-        assert upgrade(url) == head_revision() == "0002"
+        assert upgrade(url) == head_revision()
 
         with pytest.raises(OperationalError, match="permission denied for database"):
             run_admin("select 1", database_url(name, user=stranger))
@@ -107,6 +107,19 @@ def test_a_database_at_0001_moves_to_0002_keeping_its_rows_and_its_old_login(scr
     assert run_admin(
         "select has_sequence_privilege(:app, 'rag_eval.baseline_history_id_seq', 'select')", url, app=LEGACY_APP_ROLE
     ) == [(False,)]
+
+
+def test_a_database_at_0002_moves_to_0003_its_score_rows_naming_no_trace(scratch_database_factory):
+    name = scratch_database_factory()
+    url = database_url(name)
+    assert upgrade(url, "0002") == "0002"
+    run_admin(
+        "insert into rag_eval.metric_scores (tenant_id, dataset_version, commit, run_id, row_no, qa_id, metric, "
+        "score, status, judge, k) values ('acme', 'v1', 'c1', 'r1', 0, 'q1', 'hit_rate', 1.0, 'ok', 'j', 5)",
+        url,
+    )
+    assert upgrade(url) == head_revision() == "0003"
+    assert run_admin("select trace_id, span_id from rag_eval.metric_scores", url) == [("", "")]
 
 
 def test_a_downgrade_to_0001_gives_back_what_0002_took(scratch_database_factory):

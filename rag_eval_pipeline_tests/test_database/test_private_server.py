@@ -20,7 +20,8 @@ TABLE = schema.metric_scores
 UPGRADE = "import sys; from rag_eval_pipeline.stores.database.upgrade import upgrade; print(upgrade(sys.argv[1]))"
 
 
-def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(private_server):
+def test_first_upgrades_of_one_cluster_racing_to_create_the_roles_all_succeed(fresh_private_server):
+    private_server = fresh_private_server
     names = ["first_a", "first_b"]
     for name in names:
         run_admin(f"create database {name}", private_server.url())

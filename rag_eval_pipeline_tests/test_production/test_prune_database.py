@@ -31,7 +31,10 @@ KEPT_TABLES = (*AUDIT_ROW_TABLES, schema.golden_manifests, schema.baseline_histo
 def _audit(store: DatabaseStore, baselines: DatabaseBaselineStore, tenant: str, commit: str) -> str:
     """One whole audit of commit (scores, outputs, report, archive marker) and its submission; the run id."""
     run_id = f"run-{commit}"
-    scores = pd.DataFrame([["q1", "faithfulness", 1.0, "ok", "", "{}", "offline", 5, commit]], columns=SCORE_COLUMNS)
+    row = {"qa_id": "q1", "metric": "faithfulness", "score": 1.0, "status": "ok", "evidence": "{}", "judge": "offline"}
+    scores = pd.DataFrame(
+        [{**dict.fromkeys(SCORE_COLUMNS, ""), **row, "k": 5, "commit": commit}], columns=SCORE_COLUMNS
+    )
     outputs = pd.DataFrame({"qa_id": ["q1"], "answer": [f"the answer of {commit}"], "commit": [commit]})
     baselines.archive(tenant, "v1", commit, scores, outputs, run_id)
     store.write_report(tenant, "v1", commit, run_id, StoredReport("pass", {}, "# report", "<p>"), {"tolerance": 0.05})

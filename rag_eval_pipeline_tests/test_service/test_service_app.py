@@ -30,6 +30,7 @@ def test_the_openapi_document_lists_every_route_under_a_tenant(door):
         "/v1/tenants/{tenant}/gates/{job_id}",
         "/v1/tenants/{tenant}/versions/{version}/runs/{run_id}/report",
         "/v1/tenants/{tenant}/baselines",
+        "/v1/tenants/{tenant}/history",
         "/v1/tenants/{tenant}/reviews",
         "/v1/tenants/{tenant}/reviews/{version}",
     }

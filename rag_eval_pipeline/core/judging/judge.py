@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.embeddings import Embedder
 from rag_eval_pipeline.core.judging.criteria import OFFLINE_CANNOT_GRADE, Criterion
 from rag_eval_pipeline.core.judging.item import EvalItem
@@ -140,6 +141,13 @@ class OfflineJudge:
         return [self.judge(item, needs) for item in items]
 
     def judge(self, item: EvalItem, needs: set) -> Judgement:
+        attributes = {"rag_eval.qa_id": item.qa_id, "rag_eval.judge": self.name, "input.value": item.question}
+        with tracing.span(f"judge {item.qa_id}", tracing.EVALUATOR, attributes):
+            judgement = self._judge(item, needs)
+            judgement.trace = tracing.ids()
+        return judgement
+
+    def _judge(self, item: EvalItem, needs: set) -> Judgement:
         judgement = Judgement()
         declined = self._declined(item, needs)
         answer_statements = self.statements(item.answer)

@@ -79,6 +79,7 @@ class Judgement:
     correctness: Correctness | Failure | None = None
     criteria: dict[str, CriterionVerdict | Failure] = field(default_factory=dict)  # by the criterion's key
     usage: dict[str, dict[str, int]] = field(default_factory=dict)  # per call kind: calls, tokens, cache hits
+    trace: tuple[str, str] = ("", "")  # (trace id, span id) of the item's span (core/tracing.py); "" when off
 
 
 def add_usage(totals: dict[str, dict[str, int]], kind: str, counts: dict[str, int]) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.defaults import DEFAULT_JUDGE_MODE, JUDGE_MODES
 from rag_eval_pipeline.core.judging.criteria import Criterion, CriterionReply
 from rag_eval_pipeline.core.judging.criteria import reply_schema as criterion_reply_schema
@@ -297,6 +298,12 @@ class LLMJudge:
             await self.llm.close()
 
     async def _judge(self, item: EvalItem, needs: set, limit: asyncio.Semaphore) -> Judgement:
+        with tracing.span(f"judge {item.qa_id}", tracing.EVALUATOR, _span_attributes(item, self.name)):
+            judgement = await self._judge_item(item, needs, limit)
+            judgement.trace = tracing.ids()
+        return judgement
+
+    async def _judge_item(self, item: EvalItem, needs: set, limit: asyncio.Semaphore) -> Judgement:
         judgement = Judgement()
         truth = split_sentences(item.ground_truth)
         call = self._caller(_fields(item, truth, self.n_questions), judgement, limit)
@@ -432,6 +439,15 @@ class LLMJudge:
         judgement.ground_truth_support, judgement.chunk_relevance = (
             _truth_and_chunks(truth_result, truth, item) if truth else ([], Failure(NO_GROUND_TRUTH_FOR_RELEVANCE))
         )
+
+
+def _span_attributes(item: EvalItem, judge: str) -> dict:
+    return {
+        "rag_eval.qa_id": item.qa_id,
+        "rag_eval.judge": judge,
+        "input.value": item.question,
+        "output.value": item.answer,
+    }
 
 
 def build_llm_judge(settings: LLMSettings, mode: str = DEFAULT_JUDGE_MODE, cache_path: str | None = None) -> LLMJudge:

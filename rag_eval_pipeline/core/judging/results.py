@@ -9,8 +9,21 @@ from typing import Any
 OK = "ok"
 UNMEASURED = "unmeasured"
 # A score table's columns, one row per (item, metric), wherever it is kept. judge (with its prompt version)
-# and k say how a score was made: only scores made alike are compared.
-SCORE_COLUMNS = ["qa_id", "metric", "score", "status", "reason", "evidence", "judge", "k", "commit"]
+# and k say how a score was made: only scores made alike are compared. trace_id and span_id: the judge's span
+# of the item (core/tracing.py), "" when tracing was off.
+SCORE_COLUMNS = [
+    "qa_id",
+    "metric",
+    "score",
+    "status",
+    "reason",
+    "evidence",
+    "judge",
+    "k",
+    "commit",
+    "trace_id",
+    "span_id",
+]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import email.utils
 import itertools
 import json
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from rag_eval_pipeline.core import tracing
 from rag_eval_pipeline.core.defaults import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_RETRIES,
@@ -185,6 +187,8 @@ class StructuredLLM:
         """One client per replica, for the running event loop (each asyncio.run needs its own)."""
         import openai
 
+        tracing.instrument_openai()  # with tracing on: each request an LLM span (imports openai: done above)
+
         self._clients = [
             (
                 url,
@@ -227,6 +231,28 @@ class StructuredLLM:
         raise type(error)(f"{error}{note}").with_traceback(error.__traceback__) from error.__cause__
 
     async def call(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> CallResult:
+        """One structured call under a span of its own (core/tracing.py): what was asked and answered, the
+        tokens, whether the cache answered, the retries. The openai client's own LLM spans nest under it."""
+        attributes = {
+            "rag_eval.call_kind": kind,
+            "llm.model_name": self.settings.model,
+            "input.value": messages[-1]["content"],
+        }
+        with tracing.span(f"{kind} call", tracing.CHAIN, attributes) as current:
+            result = await self._call(kind, messages, schema)
+            tracing.set_attributes(
+                current,
+                {
+                    "output.value": result.parsed.model_dump_json() if result.parsed is not None else result.failure,
+                    "rag_eval.cache_hit": bool(result.usage.get("cache_hits")),
+                    "rag_eval.retries": result.usage.get("retries", 0),
+                    "rag_eval.prompt_tokens": result.usage.get("prompt_tokens", 0),
+                    "rag_eval.completion_tokens": result.usage.get("completion_tokens", 0),
+                },
+            )
+        return result
+
+    async def _call(self, kind: str, messages: list[dict], schema: type[BaseModel]) -> CallResult:
         request = self._request(kind, messages, schema)
         key = request_key(request)
         usage = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
@@ -434,8 +460,8 @@ def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
-        return worker.submit(asyncio.run, coroutine).result()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:  # in this context: spans nest, tenant kept
+        return worker.submit(contextvars.copy_context().run, asyncio.run, coroutine).result()
 
 
 async def settle(awaitables: Iterable[Awaitable]) -> list:

@@ -15,17 +15,25 @@ import io
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timezone
 from pathlib import PurePath, PurePosixPath
 
 import pandas as pd
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rag_eval_pipeline.core.judging.results import SCORE_COLUMNS
 from rag_eval_pipeline.core.names import validate_commit, validate_name, validate_run_id
 from rag_eval_pipeline.stores.database import schema
 from rag_eval_pipeline.stores.database.connection import LOCK_TIMEOUT_VARIABLE, LockNotGranted, ResultsDatabase
-from rag_eval_pipeline.stores.layout import MANIFEST_FILE, VERSION_LOCK_TIMEOUT_S, StoredReport
+from rag_eval_pipeline.stores.layout import (
+    MANIFEST_FILE,
+    REPORT_TABLE,
+    VERSION_LOCK_TIMEOUT_S,
+    AuditReport,
+    StoredReport,
+    history_rows,
+)
 from rag_eval_pipeline.stores.protocols import SUBMITTED_OUTPUTS, validate_submission_id
 
 SCORES_TABLE = "metric_scores"  # kept as rows; its marker in result_tables has no Parquet
@@ -191,6 +199,27 @@ class DatabaseStore:
             ).one_or_none()
         return None if row is None else StoredReport(*row)
 
+    def latest_reports(self, tenant: str, version: str, limit: int) -> list[AuditReport]:
+        """The version's `limit` latest reports, newest first, with their tables: one statement in the tenant's
+        transaction. The latest reports come from regression_reports by its (tenant_id, created_at) index, the
+        row-level security policy supplying the tenant; each report's table is its result_tables row, found by
+        primary key. Neither reads another tenant's rows, nor a report's Markdown or HTML."""
+        version = validate_name("dataset version", version)
+        query = latest_reports_query(version, limit)
+        with self.db.tenant(tenant) as connection:
+            rows = connection.execute(query).all()
+        return [
+            AuditReport(
+                commit=commit,
+                run_id=run_id,
+                written_at=created_at.astimezone(timezone.utc).isoformat(),
+                verdict=verdict,
+                rows=history_rows(blob) if blob else None,
+                location=self.report_location(tenant, version, commit, run_id),
+            )
+            for commit, run_id, verdict, created_at, blob in rows
+        ]
+
     def locations(self, tenant: str, version: str, run_id: str) -> list[str]:
         """Where a run's results are, for a person to find them: rows, not files."""
         return [f"results for {tenant}/{version} (run {run_id}): {self.root}, schema rag_eval, tenant {tenant}"]
@@ -325,6 +354,37 @@ class DatabaseStore:
         return frame
 
 
+def latest_reports_query(version: str, limit: int):
+    """DatabaseStore.latest_reports's one statement (row-level security adds the tenant): the latest `limit`
+    reports of the version from regression_reports (its (tenant_id, created_at) index, read backward), each
+    with its report table from result_tables, looked up by primary key in a LATERAL subquery: the statement
+    reads `limit` report tables, however long the tenant's history (a plain join may read them all)."""
+    reports, tables = schema.regression_reports, schema.result_tables
+    recent = (
+        select(reports.c.commit, reports.c.run_id, reports.c.verdict, reports.c.created_at)
+        .where(reports.c.dataset_version == version)
+        .order_by(reports.c.created_at.desc(), reports.c.run_id.desc())
+        .limit(max(0, limit))
+        .subquery("recent")
+    )
+    report_table = (
+        select(tables.c.parquet)
+        .where(
+            tables.c.dataset_version == version,
+            tables.c.table_name == REPORT_TABLE,
+            tables.c.commit == recent.c.commit,
+            tables.c.run_id == recent.c.run_id,
+        )
+        .limit(1)  # the key is unique; the limit keeps the planner from flattening this into a join
+        .lateral("report_table")
+    )
+    return (
+        select(recent.c.commit, recent.c.run_id, recent.c.verdict, recent.c.created_at, report_table.c.parquet)
+        .select_from(recent.outerjoin(report_table, true()))
+        .order_by(recent.c.created_at.desc(), recent.c.run_id.desc())
+    )
+
+
 def _score_row(row: dict) -> dict:
     """A score row's stored columns; an absent text is '' and an absent k 0 (NULL only for a missing score)."""
     given = {name: value for name, value in row.items() if not _missing(value)}
@@ -337,6 +397,8 @@ def _score_row(row: dict) -> dict:
             ("reason", ""),
             ("evidence", "{}"),
             ("judge", ""),
+            ("trace_id", ""),
+            ("span_id", ""),
         )
     }
     return {**text, "score": float(given["score"]) if "score" in given else None, "k": int(given.get("k", 0))}

@@ -92,6 +92,9 @@ metric_scores = _tenant_table(
     Column("evidence", Text, nullable=False, server_default="{}"),
     Column("judge", Text, nullable=False),
     Column("k", Integer, nullable=False),
+    # The judge's span of the item (core/tracing.py), "" when tracing was off (revision 0003).
+    Column("trace_id", Text, nullable=False, server_default=""),
+    Column("span_id", Text, nullable=False, server_default=""),
     primary_key=(*AUDIT_KEY, "row_no"),
 )
 Index(
