@@ -56,13 +56,19 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
                 "judge": judge_name,
                 "k": k,
                 "commit": output["commit"],
-                **dict(zip(("trace_id", "span_id"), traces.get(i, ("", "")))),
+                **dict(zip(("trace_id", "span_id"), traces.get(i) or _candidate_trace(output))),
             },
             scored.get(i) or [unmeasured(metric, CANDIDATE_FAILED + str(output["error"])) for metric in names(metrics)],
         )
         for i, output in enumerate(records)
     )
     return pd.DataFrame(rows, columns=SCORE_COLUMNS), judgements
+
+
+def _candidate_trace(output: dict) -> tuple[str, str]:
+    """An item the candidate failed has no judge span: its rows point at the candidate's span, where the
+    failure is recorded (outputs written before traces carry no ids)."""
+    return str(output.get("trace_id") or ""), str(output.get("span_id") or "")
 
 
 def _eval_item(output: dict, gold: pd.Series) -> EvalItem:

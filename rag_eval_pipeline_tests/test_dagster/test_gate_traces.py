@@ -36,8 +36,12 @@ def test_a_gates_rows_name_the_spans_of_their_items(synthesized_cli_env):
     for row in outputs.itertuples():
         assert spans[row.span_id].name == f"candidate {row.qa_id}"
         assert spans[row.span_id].parent_id == steps["candidate_outputs"].span_id
+    answered = set(outputs.loc[outputs["status"] == "ok", "qa_id"])
     for row in scores.drop_duplicates("qa_id").itertuples():
-        assert spans[row.span_id].name == f"judge {row.qa_id}"
-        assert spans[row.span_id].parent_id == steps["metric_scores"].span_id
+        if row.qa_id in answered:
+            assert spans[row.span_id].name == f"judge {row.qa_id}"
+            assert spans[row.span_id].parent_id == steps["metric_scores"].span_id
+        else:  # on a loaded machine an item can time out: its rows point at the span that says so
+            assert spans[row.span_id].name == f"candidate {row.qa_id}"
     assert {s.project for s in spans.values()} == {"rag-eval-acme"}
     assert run.attributes["rag_eval.commit"] == "traced"

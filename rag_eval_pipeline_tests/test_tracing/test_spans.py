@@ -156,3 +156,24 @@ def test_a_collector_that_does_not_answer_never_fails_an_evaluation(tmp_path):
     )
     assert result["sdk"] is True and all(trace_id for trace_id, _ in result["outputs"])  # traced, then lost
     assert time.monotonic() - started < 240  # the flush gives up after the exporter's timeout, not never
+
+
+def test_the_score_rows_of_an_item_the_candidate_failed_point_at_its_candidate_span():
+    # Unjudged (no judge span), its rows still belong to the run's trace: the failure is on the candidate span.
+    import pandas as pd
+
+    from rag_eval_pipeline.core.embeddings import Embedder
+    from rag_eval_pipeline.core.judging.judge import OfflineJudge
+    from rag_eval_pipeline.evaluation.scoring import score_outputs
+
+    outputs = pd.DataFrame(
+        [
+            {"qa_id": "q1", "question": "How long?", "answer": "", "contexts": [], "status": "failed"}
+            | {"error": "timed out after 30 s", "commit": "c1", "trace_id": "a" * 32, "span_id": "b" * 16}
+        ]
+    )
+    golden = pd.DataFrame([{"qa_id": "q1", "ground_truth": "14 days", "gold_chunk_ids": ["policy#0"]}])
+    embedder = Embedder()
+    rows, _ = score_outputs(outputs, golden, OfflineJudge(embedder), embedder, ["faithfulness", "hit_rate"], k=1)
+    assert set(rows["status"]) == {"unmeasured"}
+    assert set(zip(rows["trace_id"], rows["span_id"])) == {("a" * 32, "b" * 16)}
