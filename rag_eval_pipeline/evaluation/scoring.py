@@ -67,8 +67,9 @@ def score_outputs(outputs: pd.DataFrame, golden: pd.DataFrame, judge, embedder, 
 
 def _candidate_trace(output: dict) -> tuple[str, str]:
     """An item the candidate failed has no judge span: its rows point at the candidate's span, where the
-    failure is recorded (outputs written before traces carry no ids)."""
-    return str(output.get("trace_id") or ""), str(output.get("span_id") or "")
+    failure is recorded. Outputs written before traces carry no ids, or NaN where frames were joined."""
+    trace_id, span_id = output.get("trace_id"), output.get("span_id")
+    return (trace_id if isinstance(trace_id, str) else "", span_id if isinstance(span_id, str) else "")
 
 
 def _eval_item(output: dict, gold: pd.Series) -> EvalItem:

@@ -177,3 +177,6 @@ def test_the_score_rows_of_an_item_the_candidate_failed_point_at_its_candidate_s
     rows, _ = score_outputs(outputs, golden, OfflineJudge(embedder), embedder, ["faithfulness", "hit_rate"], k=1)
     assert set(rows["status"]) == {"unmeasured"}
     assert set(zip(rows["trace_id"], rows["span_id"])) == {("a" * 32, "b" * 16)}
+    untraced = outputs.assign(trace_id=float("nan"), span_id=float("nan"))  # older outputs joined with newer
+    rows, _ = score_outputs(untraced, golden, OfflineJudge(embedder), embedder, ["hit_rate"], k=1)
+    assert set(zip(rows["trace_id"], rows["span_id"])) == {("", "")}
