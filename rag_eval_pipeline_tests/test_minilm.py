@@ -1,0 +1,91 @@
+"""MiniLM through ONNX Runtime gives sentence-transformers' vectors, and the offline judge the same verdicts.
+
+sentence-transformers (with torch) is the reference: the test extra installs it, the default install does not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag_eval_pipeline.core import embeddings, minilm
+from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.judging.item import EvalItem
+from rag_eval_pipeline.core.judging.judge import OfflineJudge
+from rag_eval_pipeline.core.metrics.scoring import score_items
+from rag_eval_pipeline_tests.hallucination_pairs import records
+
+# Texts of every shape the judge embeds: sentences, a question, an empty string, one word, text in other
+# scripts, and one longer than the model's 256 tokens (both cut it there).
+TEXTS = [
+    "The Venlo warehouse ships pallets to Rotterdam every weekday at six.",
+    "Which port does the Venlo warehouse ship to?",
+    "",
+    "freight",
+    "Ünïcödé, naïve café; 漢字と かな; Ελληνικά.",
+    "claims " * 400,
+    *[r["answer"] for r in records()[:24]],
+]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """sentence-transformers on the same bundled weights, as the project embedded before ONNX Runtime."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    return sentence_transformers.SentenceTransformer(str(minilm.model_dir()), device="cpu")
+
+
+class _Reference:
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, texts):
+        return self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+
+def test_each_vector_matches_sentence_transformers(reference):
+    ours = minilm.shared_model().encode(TEXTS)
+    theirs = _Reference(reference).encode(TEXTS)
+
+    assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), minilm.HIDDEN)
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosines = (ours * theirs).sum(axis=1)
+    assert cosines.min() >= 0.99999, dict(zip(TEXTS, cosines))
+
+
+def test_a_batch_gives_each_text_the_vector_it_gets_alone():
+    """Padding to the longest text of a batch must not change the others' vectors."""
+    model = minilm.shared_model()
+    batched = model.encode(TEXTS[:8])
+    alone = np.stack([model.encode([text])[0] for text in TEXTS[:8]])
+
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+
+
+def _scores(embedder: Embedder) -> dict[tuple[str, str], tuple[str, float | None]]:
+    items = [
+        EvalItem(
+            qa_id=r["id"],
+            question=r["question"],
+            answer=r["answer"],
+            contexts=[{"id": f"{r['pair_id']}#0", "text": r["contexts"][0]}],
+            ground_truth=records()[2 * (i // 2)]["answer"],
+            gold_chunk_ids=[f"{r['pair_id']}#0"],
+        )
+        for i, r in enumerate(records()[:24])
+    ]
+    results, _ = score_items(items, OfflineJudge(embedder), embedder, k=5)
+    return {(item.qa_id, r.metric): (r.status, r.score) for item, rows in zip(items, results) for r in rows}
+
+
+def test_the_offline_judge_gives_the_same_verdicts_on_either_runtime(reference, monkeypatch):
+    ours = _scores(Embedder())
+    monkeypatch.setattr(embeddings, "shared_model", lambda: _Reference(reference))
+    theirs = _scores(Embedder())
+
+    assert ours.keys() == theirs.keys()
+    assert {key: status for key, (status, _) in ours.items()} == {key: status for key, (status, _) in theirs.items()}
+    differences = [
+        abs(a - b) for (_, a), (_, b) in zip(ours.values(), theirs.values()) if a is not None and b is not None
+    ]
+    assert max(differences) <= 1e-4
