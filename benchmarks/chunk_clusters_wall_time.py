@@ -82,13 +82,21 @@ def worker(code_root: str, chunks_path: str, out_path: str) -> None:
     import pandas as pd
 
     import rag_eval_pipeline
-    from rag_eval_pipeline.core.embeddings import Embedder, _load_model
+    from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.synthesis import pipeline
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="  %(asctime)s %(message)s")
     chunks = pd.read_parquet(chunks_path)
-    _load_model().encode(["warm the model up"], show_progress_bar=False)
-    import torch
+    try:  # ONNX Runtime (this code)
+        from rag_eval_pipeline.core.minilm import shared_model
+
+        shared_model().encode(["warm the model up"])
+        runtime = "onnxruntime"
+    except ImportError:  # sentence-transformers on torch (code before it)
+        from rag_eval_pipeline.core.embeddings import _load_model  # pyright: ignore[reportAttributeAccessIssue]
+
+        _load_model().encode(["warm the model up"], show_progress_bar=False)
+        runtime = "torch"
 
     with tempfile.TemporaryDirectory() as scratch:
         embedder = Embedder(Path(scratch) / "embeddings.sqlite")
@@ -107,7 +115,7 @@ def worker(code_root: str, chunks_path: str, out_path: str) -> None:
                 "clusters": int(frame.loc[frame["cluster_id"] >= 0, "cluster_id"].nunique()),
                 "outliers": int((frame["cluster_id"] < 0).sum()),
                 "test_nodes": int((frame["test_node_rank"] > 0).sum()),
-                "torch_threads": torch.get_num_threads(),
+                "runtime": runtime,
                 "batch_size": embedder.batch_size,
                 "package": str(Path(rag_eval_pipeline.__file__).parent),
             }

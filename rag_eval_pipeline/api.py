@@ -76,7 +76,7 @@ def synthesize(
         raise ValueError(f"n must be at least 1, got {n}")
     mix = pipeline.parse_mix(types) if isinstance(types, str) else (dict(types) if types else None)
     options, current = _judge_options(judge), _settings()
-    scorer, embedder = build_judge(options, current.warehouse_root)
+    scorer, embedder = build_judge(options, current.warehouse_root, current.embedding_precision)
     verification = VerificationSettings(round_trip_k=round_trip_k, drop_on_retrieval_miss=drop_on_retrieval_miss)
     llm_settings = options.llm_settings() if generator == "llm" else None
     result = pipeline.synthesize_folder(
@@ -161,7 +161,7 @@ def _prepared(data: Any, metrics: Iterable[Any] | None, judge: Any, k: int):
         raise ValueError("no rows to evaluate")
     current = _settings()
     chosen = _metrics(metrics, current)
-    scorer, embedder = build_judge(_judge_options(judge, current), current.warehouse_root)
+    scorer, embedder = build_judge(_judge_options(judge, current), current.warehouse_root, current.embedding_precision)
     return rows, chosen, scorer, embedder
 
 

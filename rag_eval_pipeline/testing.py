@@ -136,7 +136,9 @@ class RagEvaluator:
             from rag_eval_pipeline.core.judging.build import build_judge
 
             current = _settings()
-            self._built = build_judge(_judge_options(self.judge, current), current.warehouse_root)
+            self._built = build_judge(
+                _judge_options(self.judge, current), current.warehouse_root, current.embedding_precision
+            )
         return self._built
 
     def _metrics(self, metrics: Iterable[Any]) -> tuple[Metric, ...]:

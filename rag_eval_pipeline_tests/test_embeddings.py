@@ -34,7 +34,7 @@ def test_an_interrupted_run_keeps_its_finished_batches_and_the_rerun_embeds_only
 ):
     cache = tmp_path / "embeddings.sqlite"
     stops = _StopsAfter(embeddings.shared_model(), limit=8)
-    monkeypatch.setattr(embeddings, "shared_model", lambda: stops)
+    monkeypatch.setattr(embeddings, "shared_model", lambda precision: stops)
     with pytest.raises(KeyboardInterrupt):
         Embedder(cache, batch_size=4).embed(TEXTS)
     monkeypatch.undo()

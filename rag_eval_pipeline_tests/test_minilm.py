@@ -80,7 +80,7 @@ def _scores(embedder: Embedder) -> dict[tuple[str, str], tuple[str, float | None
 
 def test_the_offline_judge_gives_the_same_verdicts_on_either_runtime(reference, monkeypatch):
     ours = _scores(Embedder())
-    monkeypatch.setattr(embeddings, "shared_model", lambda: _Reference(reference))
+    monkeypatch.setattr(embeddings, "shared_model", lambda precision: _Reference(reference))
     theirs = _scores(Embedder())
 
     assert ours.keys() == theirs.keys()
@@ -89,3 +89,23 @@ def test_the_offline_judge_gives_the_same_verdicts_on_either_runtime(reference, 
         abs(a - b) for (_, a), (_, b) in zip(ours.values(), theirs.values()) if a is not None and b is not None
     ]
     assert max(differences) <= 1e-4
+
+
+def test_int8_vectors_stay_close_to_float32_and_are_cached_apart(tmp_path):
+    float32 = minilm.shared_model("float32").encode(TEXTS)
+    int8 = minilm.shared_model("int8").encode(TEXTS)
+
+    cosines = (float32 * int8).sum(axis=1)
+    assert cosines.min() >= 0.97 and np.median(cosines) >= 0.99
+    assert not np.allclose(float32, int8, atol=1e-4)  # quantized, not the float32 graph again
+
+    cache = tmp_path / "embeddings.sqlite"
+    Embedder(cache).embed(TEXTS[:3])
+    quantized = Embedder(cache, precision="int8")
+    quantized.embed(TEXTS[:3])
+    assert (quantized.cache_hits, quantized.cache_misses) == (0, 3)  # a float32 vector is never served as int8
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision must be one of float32, int8"):
+        minilm.MiniLM(precision="float16")

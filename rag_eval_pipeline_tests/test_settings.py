@@ -61,6 +61,7 @@ def test_the_environment_moves_each_location_and_sets_the_judge(tmp_path):
         ("RAG_EVAL_JUDGE_RESPONSE_FORMAT", "json", "RAG_EVAL_JUDGE_RESPONSE_FORMAT must be one of 'json_schema' or"),
         ("RAG_EVAL_RUN_STALE_AFTER_S", "0", "RAG_EVAL_RUN_STALE_AFTER_S must be at least 1"),
         ("RAG_EVAL_RUN_STALE_AFTER_S", "soon", "RAG_EVAL_RUN_STALE_AFTER_S must be a number, got 'soon'"),
+        ("RAG_EVAL_EMBEDDING_PRECISION", "fp16", "RAG_EVAL_EMBEDDING_PRECISION must be one of 'float32' or 'int8'"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_variable(variable, value, message):

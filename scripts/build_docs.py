@@ -108,6 +108,7 @@ def setting_variables() -> dict[str, str]:
         "metrics": settings.METRICS_VARIABLE,
         "phoenix_url": settings.PHOENIX_URL_VARIABLE,
         "run_stale_after_s": settings.RUN_STALE_AFTER_VARIABLE,
+        "embedding_precision": settings.EMBEDDING_PRECISION_VARIABLE,
     }
 
 

@@ -184,4 +184,5 @@ def build_judge(judge: JudgeOptions):
     """(judge, embedder) of this command's options; the embeddings are cached in the warehouse."""
     from rag_eval_pipeline.core.judging.build import build_judge as built
 
-    return built(judge, settings().warehouse_root)
+    current = settings()
+    return built(judge, current.warehouse_root, current.embedding_precision)

@@ -26,6 +26,7 @@ from rag_eval_pipeline.core.text import sha256
 from rag_eval_pipeline.stores.cache import open_cache
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+PRECISION = "float32"  # or "int8" (core/minilm.py)
 DIMENSION = 384
 # Texts per batch, and per cache commit. On chunks of real PDFs, 16 took about a quarter less CPU per
 # text than 32, and 64 was slower still: smaller batches' activations stay in the CPU's cache.
@@ -101,8 +102,17 @@ class Embedder:
     between workers (production mode). The cache holds `tenant`'s entries only; None: the shared
     namespace, for tools outside any tenant's run (resources/embedder.py picks a run's tenant)."""
 
-    def __init__(self, cache_path: Path | str | None = None, batch_size: int = BATCH_SIZE, tenant: str | None = None):
+    def __init__(
+        self,
+        cache_path: Path | str | None = None,
+        batch_size: int = BATCH_SIZE,
+        tenant: str | None = None,
+        precision: str | None = None,
+    ):
         self.batch_size = batch_size
+        self.precision = precision or PRECISION
+        # float32 vectors are sentence-transformers' own (within rounding): cached under the model's name.
+        self.model_key = MODEL_NAME if self.precision == "float32" else f"{MODEL_NAME}-{self.precision}"
         self._lock = threading.Lock()  # one embed at a time: two threads never embed the same new text
         self._cache = open_cache(cache_path, "embeddings", VectorCodec(), tenant=tenant)
         self._cache.drop_table(_EARLIER_TABLE)
@@ -113,7 +123,7 @@ class Embedder:
         """Vectors in the order of `texts`; `progress` is called after each batch of new texts is cached."""
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
-        keys = [f"{MODEL_NAME}:{sha256(text)}" for text in texts]
+        keys = [f"{self.model_key}:{sha256(text)}" for text in texts]
         with self._lock:
             found = self._lookup(set(keys))
             missing = {key: text for key, text in zip(keys, texts) if key not in found}
@@ -128,11 +138,11 @@ class Embedder:
         # Longest first, as the model's own encode orders them, so a batch's texts pad to similar lengths.
         order = sorted(missing, key=lambda h: len(missing[h]), reverse=True)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        model = shared_model()
+        model = shared_model(self.precision)
         new: dict[str, np.ndarray] = {}
         started = time.perf_counter()
         for number, batch in enumerate(batches, start=1):
-            attributes = {"embedding.model_name": MODEL_NAME, "rag_eval.texts": len(batch)}
+            attributes = {"embedding.model_name": self.model_key, "rag_eval.texts": len(batch)}
             with tracing.span("embedding batch", tracing.EMBEDDING, attributes):  # a batch computed, not a cache hit
                 vectors = model.encode([missing[h] for h in batch])
             self._store(batch, vectors)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,13 +43,21 @@ def model_dir() -> Path:
     return Path(get_model_path())
 
 
-class MiniLM:
-    """Unit-length float32 vectors of texts; `threads=0` lets ONNX Runtime use every core."""
+PRECISIONS = ("float32", "int8")
 
-    def __init__(self, directory: Path | None = None, threads: int = 0):
+
+class MiniLM:
+    """Unit-length float32 vectors of texts; `threads=0` lets ONNX Runtime use every core.
+
+    precision "int8": the weights of every matrix product quantized per channel to 8 bits (ONNX Runtime's
+    dynamic quantization), about twice the texts per CPU second, vectors within cosine 0.98 of float32's."""
+
+    def __init__(self, directory: Path | None = None, threads: int = 0, precision: str = "float32"):
         import onnxruntime
         from tokenizers import Tokenizer
 
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         directory = directory or model_dir()
         max_length = json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"]
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
@@ -58,15 +68,13 @@ class MiniLM:
         # Threads that spin while they wait for work halve the rate on a busy machine (as torch's did).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        path = built_graph(directory, precision)
         try:
-            self.session = onnxruntime.InferenceSession(
-                str(built_graph(directory)), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception:
-            built_graph(directory).unlink(missing_ok=True)
-            self.session = onnxruntime.InferenceSession(
-                str(built_graph(directory)), options, providers=["CPUExecutionProvider"]
-            )
+            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception:  # a damaged cached file (ONNX Runtime raises its own types): built again
+            path.unlink(missing_ok=True)
+            path = built_graph(directory, precision)
+            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -75,41 +83,59 @@ class MiniLM:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         (hidden,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
+        hidden = np.asarray(hidden)  # [batch, tokens, 384]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32)
 
 
-@lru_cache(maxsize=1)
-def shared_model() -> MiniLM:
-    """One model per process: its weights are 90 MB."""
-    return MiniLM()
+@lru_cache(maxsize=2)
+def shared_model(precision: str = "float32") -> MiniLM:
+    """One model per process and precision: its weights are 90 MB (23 MB in int8)."""
+    return MiniLM(precision=precision)
 
 
 def graph_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag_eval_pipeline"
 
 
-def built_graph(directory: Path) -> Path:
+def built_graph(directory: Path, precision: str = "float32") -> Path:
     """The ONNX file for the weights in `directory`, built on first use and kept in the user's cache:
     importing `onnx` and writing the graph took over a second, loading the file a fraction of one. The
     name carries the weights' size and modification time and this module's GRAPH_VERSION; it is written to
     a temporary file and renamed, so two processes building it at once each publish a whole file."""
     weights = directory / "model.safetensors"
     stat = weights.stat()
-    key = hashlib.sha256(f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{GRAPH_VERSION}".encode()).hexdigest()[
-        :16
-    ]
-    path = graph_cache_dir() / f"all-MiniLM-L6-v2-{key}.onnx"
+    key = hashlib.sha256(f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{GRAPH_VERSION}".encode()).hexdigest()
+    path = graph_cache_dir() / f"all-MiniLM-L6-v2-{key[:16]}-{precision}.onnx"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    serialized = encoder_graph(_weights(weights)).SerializeToString()
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as handle:
-        handle.write(serialized)
-    os.replace(handle.name, path)
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        built = Path(scratch) / path.name
+        if precision == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            with _quiet_root_logger():  # it logs advice on pre-processing to the root logger
+                quantize_dynamic(
+                    built_graph(directory, "float32"), built, weight_type=QuantType.QInt8, per_channel=True
+                )
+        else:
+            built.write_bytes(encoder_graph(_weights(weights)).SerializeToString())
+        os.replace(built, path)
     return path
+
+
+@contextmanager
+def _quiet_root_logger():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def _weights(path: Path) -> dict[str, np.ndarray]:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from dagster import ConfigurableResource, DagsterRun, InitResourceContext
 from pydantic import PrivateAttr
 
-from rag_eval_pipeline.core.embeddings import Embedder
+from rag_eval_pipeline.core.embeddings import PRECISION, Embedder
 
 PARTITION_TAG = "dagster/partition"  # Dagster's tag of a run's partition key, the one its assets read
 TENANT_TAG = "dagster/partition/tenant"  # the tenant dimension of that key, as Dagster tags it too
@@ -72,18 +72,22 @@ def run_cache_tenant(run: DagsterRun, shared_across_tenants: bool) -> CacheTenan
 
 
 @lru_cache(maxsize=16)
-def _embedder(cache_path: str, tenant: str | None) -> Embedder:
-    return Embedder(cache_path or None, tenant=tenant)
+def _embedder(cache_path: str, tenant: str | None, precision: str) -> Embedder:
+    return Embedder(cache_path or None, tenant=tenant, precision=precision)
 
 
 class EmbedderResource(ConfigurableResource):
     cache_path: str = ""  # empty: in-memory cache only
 
     _cache_tenant: CacheTenant = PrivateAttr(default=OUTSIDE_RUNS)
+    _precision: str = PrivateAttr(default=PRECISION)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
+        from rag_eval_pipeline import settings  # the operator's choice where the run executes
+
         self._cache_tenant = cache_tenant(context)
+        self._precision = settings.load().embedding_precision
 
     def get(self) -> Embedder:
         """The model with the cache of the run's tenant."""
-        return _embedder(self.cache_path, self._cache_tenant.require())
+        return _embedder(self.cache_path, self._cache_tenant.require(), self._precision)

@@ -59,13 +59,13 @@ class JudgeOptions:
         )
 
 
-def build_judge(options: JudgeOptions, warehouse_root: Path) -> tuple[Judge, Embedder]:
-    """(judge, embedder); the embeddings are cached in the warehouse."""
+def build_judge(options: JudgeOptions, warehouse_root: Path, precision: str | None = None) -> tuple[Judge, Embedder]:
+    """(judge, embedder); the embeddings are cached in the warehouse, at `precision` (None: float32)."""
     from rag_eval_pipeline.core.embeddings import Embedder
     from rag_eval_pipeline.core.judging.judge import OfflineJudge
     from rag_eval_pipeline.core.judging.llm_judge import build_llm_judge
 
-    embedder = Embedder(Path(warehouse_root) / EMBEDDING_CACHE_FILE)
+    embedder = Embedder(Path(warehouse_root) / EMBEDDING_CACHE_FILE, precision=precision)
     if options.kind == "offline":
         return OfflineJudge(embedder), embedder
     return build_llm_judge(options.llm_settings(), options.mode, options.cache), embedder
