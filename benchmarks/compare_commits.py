@@ -12,9 +12,11 @@ ratio this/earlier are reported. Measurements:
 - `gate`: `rag-eval gate` of the reference candidate on the demo tenant (its golden set made once per
   tree with `rag-eval demo`, in a temporary DAGSTER_HOME and warehouse).
 - `lineage`: this checkout's `benchmarks/lineage_run.py` (demo corpus) over each tree's code, and
-  `offline_throughput`: each tree's own `benchmarks/offline_throughput.py` (its imports follow its tree's
-  layout), timed as whole commands. The lineage harness runs with --print-only; offline_throughput.py
-  rewrites its tree's results file (check it out again if you keep only compare_commits.json).
+  `offline_throughput` and `synthesis_cold`: each tree's own `benchmarks/offline_throughput.py` and
+  `benchmarks/synthesis_throughput.py --skip-llm` (their imports follow their tree's layout), timed as whole
+  commands, with the triplets per second and the verified pairs per hour (cold) each wrote to its tree's
+  results file after each run. The lineage harness runs with --print-only; the other two rewrite their
+  tree's results files (check them out again if you keep only compare_commits.json).
 - `--suite`: the whole test suite (`python -m pytest -q`), once per tree (about 40 minutes in all on 2
   cores), and the plain-Python tier (this tree's Makefile `FAST_TIER`, what `make test-fast` runs) of
   each tree, `--runs` times in turn (a marker an earlier tree does not register is left out of its
@@ -100,12 +102,41 @@ def add_worktree(revision: str) -> Path:
     return path
 
 
-def paired(trees: list[Tree], command, runs: int, expect: int | None = 0, bare: bool = False) -> dict:
+def paired(
+    trees: list[Tree], command, runs: int, expect: int | None = 0, bare: bool = False, read=None
+) -> dict:
+    """Each tree's command `runs` times in turn. read(tree) -> dict, called after each run: figures the
+    command wrote (its results file), kept per run and as medians."""
     samples = {tree.name: [] for tree in trees}
+    figures: dict[str, list[dict]] = {tree.name: [] for tree in trees}
     for run in range(runs):
         for tree in trees if run % 2 == 0 else reversed(trees):  # alternate the order: no tree always goes first
             samples[tree.name].append(tree.timed(command(tree, run), expect, bare=bare))
-    return {name: {"median_s": statistics.median(s), "runs_s": s} for name, s in samples.items()}
+            if read is not None:
+                figures[tree.name].append(read(tree))
+    results = {name: {"median_s": statistics.median(s), "runs_s": s} for name, s in samples.items()}
+    for name, each in figures.items():
+        if each:
+            results[name]["figures"] = each
+            results[name]["median_figures"] = {key: statistics.median(f[key] for f in each) for key in each[0]}
+    return results
+
+
+def results_of(filename: str, *path: str):
+    """read() for paired: the numbers at `path` in the tree's benchmarks/results/<filename>."""
+
+    def read(tree: Tree) -> dict:
+        data = json.loads((tree.root / "benchmarks" / "results" / filename).read_text(encoding="utf-8"))
+        found = {}
+        for key in path:
+            value = data
+            for part in key.split("."):
+                value = value.get(part, {}) if isinstance(value, dict) else {}
+            if isinstance(value, int | float):
+                found[key] = value
+        return found
+
+    return read
 
 
 def with_ratio(figures: dict, this: str, earlier: str) -> dict:
@@ -171,7 +202,28 @@ def main() -> None:
             "earlier",
         )
         results["offline_throughput"] = with_ratio(
-            paired(trees, lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"], max(1, args.runs // 2)),
+            paired(
+                trees,
+                lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"],
+                max(1, args.runs // 2),
+                read=results_of("offline_throughput.json", "triplets_per_s", "peak_rss_mib", "median_embedding_share"),
+            ),
+            "this",
+            "earlier",
+        )
+        results["synthesis_cold"] = with_ratio(
+            paired(
+                trees,
+                lambda t, run: [sys.executable, "benchmarks/synthesis_throughput.py", "--skip-llm", "--repeats", "1"],
+                max(1, args.runs // 2),
+                read=results_of(
+                    "synthesis_throughput.json",
+                    "offline.cold.verified_per_hour",
+                    "offline.cold.wall_s",
+                    "offline.cold.verified",
+                    "offline.cold.gold_in_top5_share",
+                ),
+            ),
             "this",
             "earlier",
         )

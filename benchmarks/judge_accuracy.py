@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/judge_accuracy.py            # everything, including the embedding model
     .venv/bin/python benchmarks/judge_accuracy.py --no-embed # skip WikiQA answer relevance
+    .venv/bin/python benchmarks/judge_accuracy.py --precision int8  # the model quantized (judge_accuracy_int8.json)
 
 Reads the labeled sets from ../shared/benchmarks/ (see its README) at run time and writes
 benchmarks/results/judge_accuracy.json. Two judges of statement support are compared:
@@ -219,10 +220,10 @@ def _agreement(labels: list[int], faithfulness: list[float], graded: list[float]
     }
 
 
-def wikiqa_relevance(records: list[dict]) -> dict:
+def wikiqa_relevance(records: list[dict], precision: str) -> dict:
     from rag_eval_pipeline.core.embeddings import Embedder
 
-    embedder = Embedder()
+    embedder = Embedder(precision=precision)
     scores = []
     for record in records:
         question, answer = embedder.embed([record["question"], record["answer"]])
@@ -230,7 +231,7 @@ def wikiqa_relevance(records: list[dict]) -> dict:
     return {
         "records": len(records),
         "pairwise_answer_relevance": pairwise_agreement(records, scores),
-        "method": "cosine(question, answer), all-MiniLM-L6-v2",
+        "method": f"cosine(question, answer), all-MiniLM-L6-v2 ({precision})",
     }
 
 
@@ -250,6 +251,7 @@ def timing(halueval: list[dict], ares: list[dict], count: int = 1000) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-embed", action="store_true", help="skip WikiQA answer relevance (loads the model)")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32", help="the model's weights")
     args = parser.parse_args()
 
     halueval, ares = load("halueval_qa_dev.jsonl"), load("ares_fewshot.jsonl")
