@@ -102,9 +102,7 @@ def add_worktree(revision: str) -> Path:
     return path
 
 
-def paired(
-    trees: list[Tree], command, runs: int, expect: int | None = 0, bare: bool = False, read=None
-) -> dict:
+def paired(trees: list[Tree], command, runs: int, expect: int | None = 0, bare: bool = False, read=None) -> dict:
     """Each tree's command `runs` times in turn. read(tree) -> dict, called after each run: figures the
     command wrote (its results file), kept per run and as medians."""
     samples = {tree.name: [] for tree in trees}

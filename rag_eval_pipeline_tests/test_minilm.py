@@ -128,8 +128,9 @@ def test_embedding_imports_neither_torch_nor_sentence_transformers():
 
 
 def test_the_default_install_leaves_torch_out():
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     names = {
