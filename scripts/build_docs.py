@@ -487,10 +487,60 @@ def _compare_commits(data: dict) -> str:
         for side, values in (("this", this), ("earlier", earlier)):
             if values.get("outcome"):
                 outcomes.append(f"- `{name}`, {side}: {values['outcome']}")
+        for side, values in (("this", this), ("earlier", earlier)):
+            if values.get("median_figures"):
+                figures = ", ".join(f"{key} {_number(value)}" for key, value in values["median_figures"].items())
+                outcomes.append(f"- `{name}`, {side}, medians of what it wrote: {figures}")
     header = ["measurement", f"this ({data.get('this')}) median s", f"earlier ({data.get('earlier')}) median s"]
     return table([*header, "ratio", "peer median s", "runs"], rows) + (
         "\n" + "\n".join(outcomes) + "\n" if outcomes else ""
     )
+
+
+def _clustering_curve(data: dict) -> str:
+    rows = []
+    for point in data["curve"]:
+        this, earlier = point.get("this", {}), point.get("earlier", {})
+        rows.append(
+            [
+                point["chunks"],
+                this.get("wall_s"),
+                this.get("peak_rss_mib"),
+                earlier.get("wall_s", earlier.get("skipped", earlier.get("timed_out_after_s"))),
+                earlier.get("peak_rss_mib"),
+                point.get("wall_ratio_this_to_earlier"),
+                f"{_number(this.get('clusters'))} / {_number(earlier.get('clusters'))}",
+            ]
+        )
+    real = data.get("real_corpus", {})
+    agreement, itself = real.get("this_vs_earlier", {}), real.get("earlier_vs_itself_shuffled", {})
+    runs = real.get("runs", {})
+    header = ["chunks", "this wall s", "this peak MiB", "earlier wall s", "earlier peak MiB", "ratio", "clusters"]
+    return (
+        f"Earlier code: {data.get('earlier', '')[:7]}. Synthetic chunks: {data.get('synthetic')}.\n\n"
+        + table(header, rows)
+        + f"\nReal corpus, {_number(real.get('chunks'))} chunks: this {_number(runs.get('this', {}).get('wall_s'))} s, "
+        + f"earlier {_number(runs.get('earlier', {}).get('wall_s'))} s; adjusted Rand index this vs earlier "
+        + f"**{_number(agreement.get('adjusted_rand_index'))}** (clusters {agreement.get('clusters')}, outlier status "
+        + f"equal for {_number(agreement.get('outlier_status_equal_share'))}); earlier vs itself on the chunks "
+        + f"shuffled {_number(itself.get('adjusted_rand_index'))}.\n"
+    )
+
+
+def _demo_first_run(data: dict) -> str:
+    rows = [
+        [
+            f"{name} ({data['commits'][name][:7]})",
+            data[name]["median_wall_s"],
+            ", ".join(_number(r["wall_s"]) for r in data[name]["runs"]),
+            data[name]["runs"][0].get("venv_mib"),
+            data[name]["runs"][0].get("torch_installed"),
+            all(r.get("exit") == 0 and r.get("demo_finished") for r in data[name]["runs"]),
+        ]
+        for name in ("this", "earlier")
+    ]
+    header = ["commit", "median wall s", "runs s", "venv MiB", "torch installed", "demo finished"]
+    return table(header, rows) + f"\nRatio this / earlier: **{_number(data.get('ratio_this_to_earlier'))}**.\n"
 
 
 def _cost_vs_ragas(data: dict) -> str:
@@ -1155,8 +1205,10 @@ def _any_results(data: dict) -> str:
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "celery_lineage": _celery_lineage,
     "chunk_clusters_wall_time": _chunk_clusters,
+    "clustering_curve": _clustering_curve,
     "compare_commits": _compare_commits,
     "cost_vs_ragas": _cost_vs_ragas,
+    "demo_first_run": _demo_first_run,
     "gate_wall_time": _gate_wall_time,
     "golden_quality": _golden_quality,
     "history_view": _history_view,
