@@ -51,6 +51,12 @@ FAST_TIER = next(
 )
 
 
+MEASUREMENTS = ("help", "gate", "gate_blocked", "lineage_demo", "offline_throughput", "synthesis_cold")
+DEGRADED_CANDIDATE = (
+    "rag_eval_pipeline_tests.candidates:no_retrieval"  # retrieves nothing: every retrieval metric drops
+)
+
+
 def fast_tier_of(root: Path) -> str:
     """FAST_TIER without the `not <marker>` clauses for markers the tree at root does not register
     (pytest refuses an unknown marker in -m under --strict-markers)."""
@@ -149,6 +155,9 @@ def main() -> None:
     parser.add_argument("--suite", action="store_true", help="also time the whole test suite once per tree")
     parser.add_argument("--suite-only", action="store_true", help="time only the test suite and its fast tier")
     parser.add_argument("--fast-tier-only", action="store_true", help="time only the fast tier (suite_time.json)")
+    parser.add_argument(
+        "--only", nargs="+", choices=MEASUREMENTS, help="measure only these (the results file holds only them)"
+    )
     args = parser.parse_args()
     earlier_root = add_worktree(args.against)
     this_sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, text=True).strip()
@@ -166,65 +175,93 @@ def main() -> None:
                     **earlier_file.get("suite", {}),
                 }
             return finish(results, earlier_root, "suite_time.json")
+        wanted = set(args.only or MEASUREMENTS)
         peer = Tree("peer", REPO_ROOT, Path(scratch))
-        help_times = paired(
-            [this, earlier, peer],
-            lambda t, _: [sys.executable, "-c", "import pandas"] if t is peer else rag_eval("--help"),
-            args.runs,
-        )
-        results["help"] = with_ratio(help_times, "this", "earlier")
-        for tree in trees:  # the demo tenant's golden set and first baseline, once per tree
-            tree.timed(rag_eval("demo"))
-        results["gate"] = with_ratio(
-            paired(
-                trees, lambda t, run: rag_eval("gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs
-            ),
-            "this",
-            "earlier",
-        )
-        results["lineage_demo"] = with_ratio(
-            paired(
-                trees,
-                lambda t, run: [
-                    sys.executable,
-                    str(REPO_ROOT / "benchmarks" / "lineage_run.py"),  # one harness (an earlier one may be broken)
-                    "--docs",
-                    "data/tenants/demo",
-                    "--name",
-                    "demo",
-                    "--print-only",  # timed here; lineage_demo.json stays the committed measurement
-                ],
-                max(1, args.runs // 2),
-            ),
-            "this",
-            "earlier",
-        )
-        results["offline_throughput"] = with_ratio(
-            paired(
-                trees,
-                lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"],
-                max(1, args.runs // 2),
-                read=results_of("offline_throughput.json", "triplets_per_s", "peak_rss_mib", "median_embedding_share"),
-            ),
-            "this",
-            "earlier",
-        )
-        results["synthesis_cold"] = with_ratio(
-            paired(
-                trees,
-                lambda t, run: [sys.executable, "benchmarks/synthesis_throughput.py", "--skip-llm", "--repeats", "1"],
-                max(1, args.runs // 2),
-                read=results_of(
-                    "synthesis_throughput.json",
-                    "offline.cold.verified_per_hour",
-                    "offline.cold.wall_s",
-                    "offline.cold.verified",
-                    "offline.cold.gold_in_top5_share",
+        if "help" in wanted:
+            help_times = paired(
+                [this, earlier, peer],
+                lambda t, _: [sys.executable, "-c", "import pandas"] if t is peer else rag_eval("--help"),
+                args.runs,
+            )
+            results["help"] = with_ratio(help_times, "this", "earlier")
+        if wanted & {"gate", "gate_blocked"}:
+            for tree in trees:  # the demo tenant's golden set and first baseline, once per tree
+                tree.timed(rag_eval("demo"))
+        if "gate" in wanted:
+            results["gate"] = with_ratio(
+                paired(
+                    trees, lambda t, run: rag_eval("gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs
                 ),
-            ),
-            "this",
-            "earlier",
-        )
+                "this",
+                "earlier",
+            )
+        if "gate_blocked" in wanted:  # a retriever that returns nothing: every retrieval metric drops, exit 1
+            results["gate_blocked"] = with_ratio(
+                paired(
+                    trees,
+                    lambda t, run: rag_eval(
+                        "gate", "--tenant", "demo", "--candidate", f"bad-{run}", "--entry", DEGRADED_CANDIDATE
+                    ),
+                    args.runs,
+                    expect=1,
+                ),
+                "this",
+                "earlier",
+            )
+        if "lineage_demo" in wanted:
+            results["lineage_demo"] = with_ratio(
+                paired(
+                    trees,
+                    lambda t, run: [
+                        sys.executable,
+                        str(REPO_ROOT / "benchmarks" / "lineage_run.py"),  # one harness (an earlier one may be broken)
+                        "--docs",
+                        "data/tenants/demo",
+                        "--name",
+                        "demo",
+                        "--print-only",  # timed here; lineage_demo.json stays the committed measurement
+                    ],
+                    max(1, args.runs // 2),
+                ),
+                "this",
+                "earlier",
+            )
+        if "offline_throughput" in wanted:
+            results["offline_throughput"] = with_ratio(
+                paired(
+                    trees,
+                    lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"],
+                    max(1, args.runs // 2),
+                    read=results_of(
+                        "offline_throughput.json", "triplets_per_s", "peak_rss_mib", "median_embedding_share"
+                    ),
+                ),
+                "this",
+                "earlier",
+            )
+        if "synthesis_cold" in wanted:
+            results["synthesis_cold"] = with_ratio(
+                paired(
+                    trees,
+                    lambda t, run: [
+                        sys.executable,
+                        "benchmarks/synthesis_throughput.py",
+                        "--skip-llm",
+                        "--repeats",
+                        "1",
+                    ],
+                    max(1, args.runs // 2),
+                    read=results_of(
+                        "synthesis_throughput.json",
+                        "offline.cold.verified_per_hour",
+                        "offline.cold.wall_s",
+                        "offline.cold.verified",
+                        "offline.cold.gold_in_top5_share",
+                    ),
+                ),
+                "this",
+                "earlier",
+            )
         if args.suite:
             results.update(suite_times(trees, args.runs))
     finish(results, earlier_root, "compare_commits.json")

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/synthesis_throughput.py                      # ../shared/corpus/pdfs, both paths
     .venv/bin/python benchmarks/synthesis_throughput.py --skip-llm --n 100
+    .venv/bin/python benchmarks/synthesis_throughput.py --skip-llm --precision int8  # synthesis_throughput_int8.json
 
 The offline path (template generator + offline judge) runs `--repeats` times on a warm embedding
 cache, plus once cold (every chunk embedded); throughput counts the whole ingest-to-golden-set path.
@@ -55,10 +56,10 @@ def run_once(docs: Path, make_generator, embedder: Embedder, n: int) -> dict:
     }
 
 
-def offline(docs: Path, n: int, repeats: int) -> dict:
+def offline(docs: Path, n: int, repeats: int, precision: str = "float32") -> dict:
     make = lambda chunks: OfflineGenerator(chunks["text"].tolist())
     with tempfile.TemporaryDirectory() as scratch:
-        embedder = Embedder(Path(scratch) / "embeddings.sqlite")
+        embedder = Embedder(Path(scratch) / "embeddings.sqlite", precision=precision)
         embedder.embed(["warm the model up"])  # model load is not part of a run
         cold = run_once(docs, make, embedder, n)
         warm = [run_once(docs, make, embedder, n) for _ in range(repeats)]
@@ -105,6 +106,7 @@ def main() -> None:
     parser.add_argument("--llm-n", type=int, default=20, help="items generated on the LLM path")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-llm", action="store_true")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32", help="the embedding model's")
     args = parser.parse_args()
     results = {
         "corpus": str(args.docs.relative_to(ROOT.parent))
@@ -112,12 +114,13 @@ def main() -> None:
         else str(args.docs),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "sla_verified_per_hour": SLA_PER_HOUR,
-        "offline": offline(args.docs, args.n, args.repeats),
+        "embedding_precision": args.precision,
+        "offline": offline(args.docs, args.n, args.repeats, args.precision),
     }
     if not args.skip_llm:
         results["llm"] = llm(args.docs, args.llm_n)
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "synthesis_throughput.json"
+    out = RESULTS / ("synthesis_throughput.json" if args.precision == "float32" else "synthesis_throughput_int8.json")
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(
         json.dumps(
