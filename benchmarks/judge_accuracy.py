@@ -265,9 +265,10 @@ def main() -> None:
         "timing_v2": timing(halueval, ares),
     }
     if not args.no_embed:
-        results["wikiqa_sample"] = wikiqa_relevance(load("wikiqa_sample.jsonl"))
+        results["wikiqa_sample"] = wikiqa_relevance(load("wikiqa_sample.jsonl"), args.precision)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "judge_accuracy.json").write_text(json.dumps(results, indent=2) + "\n")
+    name = "judge_accuracy.json" if args.precision == "float32" else f"judge_accuracy_{args.precision}.json"
+    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
     print_table(results)
 
 
