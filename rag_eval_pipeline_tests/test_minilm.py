@@ -6,6 +6,7 @@ sentence-transformers (with torch) is the reference: the test extra installs it,
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -129,6 +130,7 @@ def test_embedding_imports_neither_torch_nor_sentence_transformers():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is in the standard library from Python 3.11")
 def test_the_default_install_leaves_torch_out():
     from pathlib import Path
 
@@ -158,3 +160,26 @@ def test_the_graph_is_built_once_and_found_again_and_an_unusable_cache_falls_bac
     not_a_folder.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_folder))
     assert minilm.graph_cache_dir().name == f"rag_eval_pipeline-{os.getuid()}"
+
+
+def test_a_temporary_cache_folder_someone_else_could_have_made_is_not_used(tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_folder))
+    monkeypatch.setattr(minilm.tempfile, "tempdir", str(tmp_path))  # the system's temporary folder, here
+    planted = tmp_path / f"rag_eval_pipeline-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)  # open to every user: whoever made it could swap the graph
+
+    chosen = minilm.graph_cache_dir()
+
+    assert chosen != planted and chosen.parent == tmp_path
+    assert chosen.stat().st_mode & 0o077 == 0
+
+
+def test_scores_made_at_int8_carry_it_in_the_judge_name():
+    from rag_eval_pipeline.core.judging.judge import OfflineJudge
+
+    assert OfflineJudge(Embedder()).name == "offline-support-v3"  # float32: the names scores had before
+    assert OfflineJudge(Embedder(precision="int8")).name == "offline-support-v3+embeddings-int8"
+    assert OfflineJudge(Embedder(precision="int8"), abstention=None).name == "offline-support-v2+embeddings-int8"

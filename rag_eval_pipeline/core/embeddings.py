@@ -113,6 +113,9 @@ class Embedder:
         self.precision = precision or PRECISION
         # float32 vectors are sentence-transformers' own (within rounding): cached under the model's name.
         self.model_key = MODEL_NAME if self.precision == "float32" else f"{MODEL_NAME}-{self.precision}"
+        # What a judge's name carries of this embedder: scores made at int8 move a little, so the gate and
+        # the calibrations must not take them for float32's (they refuse scores of another judge).
+        self.judge_suffix = "" if self.precision == "float32" else f"+embeddings-{self.precision}"
         self._lock = threading.Lock()  # one embed at a time: two threads never embed the same new text
         self._cache = open_cache(cache_path, "embeddings", VectorCodec(), tenant=tenant)
         self._cache.drop_table(_EARLIER_TABLE)

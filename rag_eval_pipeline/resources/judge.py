@@ -142,7 +142,9 @@ class JudgeResource(ConfigurableResource):
     def get(self) -> Judge:
         if self.kind == "offline":
             return OfflineJudge(self.embedder.get())
-        return LLMJudge(StructuredLLM(self.llm_settings(), self.call_cache()), mode=self.mode)
+        judge = LLMJudge(StructuredLLM(self.llm_settings(), self.call_cache()), mode=self.mode)
+        judge.name += self.embedder.get().judge_suffix  # its relevance and correctness use the embeddings
+        return judge
 
     def call_cache(self) -> LLMCallCache:
         """The judge-call cache of the run's tenant, for the judge and the LLM question generator."""

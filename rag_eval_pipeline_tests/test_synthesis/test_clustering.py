@@ -99,26 +99,38 @@ def _overlapping_topics(n: int, dim: int = 48, seed: int = 0) -> np.ndarray:
     return points / np.linalg.norm(points, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("k", [2, 5, 64])
-def test_the_tree_from_neighbours_is_the_exact_minimum_spanning_tree(k):
+@pytest.mark.parametrize("k, min_samples", [(2, 2), (5, 4), (64, 4)])
+def test_the_tree_from_neighbours_is_the_exact_minimum_spanning_tree(k, min_samples):
     """Few neighbours force the all-points search often; any k must give a tree as light as the exact one."""
-    from scipy.sparse.csgraph import minimum_spanning_tree
+    from scipy.sparse.csgraph import connected_components
     from scipy.spatial.distance import cdist
 
     from rag_eval_pipeline.core.neighbours import mutual_reachability_tree
 
-    vectors, min_samples = _overlapping_topics(400), 4
+    vectors = _overlapping_topics(400)
     distances = cdist(vectors, vectors)
     core = np.sort(distances, axis=1)[:, min_samples - 1]  # the point itself counted first
     reach = np.maximum(np.maximum(core[:, None], core[None, :]), distances)
-    np.fill_diagonal(reach, 0.0)
-    exact = minimum_spanning_tree(np.maximum(reach, 1e-12) * (1 - np.eye(len(reach))))
 
-    tree = mutual_reachability_tree(vectors, min_samples=min_samples, k=k)
+    tree = mutual_reachability_tree(vectors, min_samples=min_samples, k=k).tocoo()
 
-    assert tree.nnz == 2 * (len(vectors) - 1)  # n - 1 edges, both ways
-    assert (tree != tree.T).nnz == 0
-    np.testing.assert_allclose(tree.sum() / 2, exact.sum(), rtol=1e-9)
+    assert tree.nnz == 2 * (len(vectors) - 1) and connected_components(tree)[0] == 1  # a spanning tree
+    np.testing.assert_allclose(tree.data, reach[tree.row, tree.col], atol=1e-12)  # of this graph's edges
+    np.testing.assert_allclose(tree.data.sum() / 2, _prim_weight(reach), rtol=1e-9)  # and the lightest
+
+
+def _prim_weight(weights: np.ndarray) -> float:
+    """The minimum spanning tree's weight of a complete graph, by Prim's algorithm over the full matrix."""
+    in_tree = np.zeros(len(weights), dtype=bool)
+    in_tree[0] = True
+    cheapest, total = weights[0].copy(), 0.0
+    for _ in range(len(weights) - 1):
+        candidates = np.where(in_tree, np.inf, cheapest)
+        joined = int(np.argmin(candidates))
+        total += candidates[joined]
+        in_tree[joined] = True
+        cheapest = np.minimum(cheapest, weights[joined])
+    return total
 
 
 def test_clusters_match_hdbscan_over_all_pairs_on_a_few_thousand_chunks():
@@ -160,3 +172,29 @@ def test_clusters_on_separated_topics_are_those_of_hdbscan_over_all_pairs_exactl
     assert adjusted_rand_score(all_pairs.labels_, frame["cluster_id"]) == 1.0
     assert frame["is_outlier"].tolist() == (all_pairs.labels_ == OUTLIER).tolist()
     np.testing.assert_allclose(frame["membership"], np.round(all_pairs.probabilities_, 4), atol=1e-4)
+
+
+def test_identical_chunks_in_a_small_corpus_cluster_as_over_all_pairs():
+    """A small corpus takes min_samples 2, so a chunk present twice has a mutual reachability of 0 to its
+    copy: the tree keeps that as a density of infinity, as HDBSCAN over every pair does."""
+    from sklearn.cluster import HDBSCAN
+    from sklearn.metrics import adjusted_rand_score
+
+    rng = np.random.default_rng(7)
+    vectors = np.vstack([_unit_blob(rng, np.eye(16)[i % 3], 6, noise=0.3) for i in range(3)])
+    vectors = np.vstack([vectors, vectors[:4], vectors[7:9]])  # copies of six chunks
+    size = min_cluster_size_for(len(vectors))
+    assert max(1, size // 2) + 1 == 2
+    all_pairs = HDBSCAN(min_cluster_size=size, min_samples=2, copy=True).fit(vectors)
+
+    frame = cluster_chunks([f"c{i}" for i in range(len(vectors))], vectors)
+
+    assert adjusted_rand_score(all_pairs.labels_, frame["cluster_id"]) == 1.0
+    np.testing.assert_allclose(frame["membership"], np.round(all_pairs.probabilities_, 4), atol=1e-4)
+
+
+def test_the_tree_refuses_what_it_cannot_build():
+    from rag_eval_pipeline.core.neighbours import mutual_reachability_tree
+
+    with pytest.raises(ValueError, match="min_samples"):
+        mutual_reachability_tree(np.eye(3), min_samples=4)

@@ -68,4 +68,6 @@ def build_judge(options: JudgeOptions, warehouse_root: Path, precision: str | No
     embedder = Embedder(Path(warehouse_root) / EMBEDDING_CACHE_FILE, precision=precision)
     if options.kind == "offline":
         return OfflineJudge(embedder), embedder
-    return build_llm_judge(options.llm_settings(), options.mode, options.cache), embedder
+    judge = build_llm_judge(options.llm_settings(), options.mode, options.cache)
+    judge.name += embedder.judge_suffix  # its relevance and correctness use the embeddings
+    return judge, embedder

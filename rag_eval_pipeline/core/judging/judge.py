@@ -131,8 +131,8 @@ class OfflineJudge:
         """abstention None: judge everything, as offline-support-v2 did (the benchmarks' comparison)."""
         self.embedder = embedder
         self.abstention = abstention
-        if abstention is None:
-            self.name = "offline-support-v2"
+        base = "offline-support-v2" if abstention is None else type(self).name
+        self.name = base + getattr(embedder, "judge_suffix", "")
 
     def judge_many(self, items: list[EvalItem], needs: set) -> list[Judgement]:
         if CONTEXT_RELEVANCE in needs:  # one batched embedding call instead of one per item
