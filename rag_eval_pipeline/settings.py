@@ -468,8 +468,9 @@ class Settings(BaseModel):
     embedding_precision: Literal["float32", "int8"] = Field(
         default="float32",
         description="MiniLM's weights as computed (`float32`: sentence-transformers' vectors) or quantized to "
-        "8 bits (`int8`: about twice the texts per second, vectors within cosine 0.98, see Figures); a change "
-        "re-embeds every text once and can move scores: gate a new baseline after it",
+        "8 bits (`int8`: faster, vectors within cosine 0.98, see Figures); a change re-embeds every text once, "
+        "and int8 scores name their judge `...+embeddings-int8`, which the gate will not compare with a float32 "
+        "baseline: set a new baseline after a change",
     )
     production: ProductionSettings = Field(
         default=ProductionSettings(), description="production mode's shared stores (see Production)"
