@@ -25,13 +25,13 @@ import os
 import platform
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+from chunk_clusters_wall_time import extract_peer  # the package at a commit, from `git archive`
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS = REPO_ROOT.parent / "shared" / "corpus"
@@ -68,18 +68,6 @@ def synthetic(real: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     points = real[rng.integers(0, len(real), n)] + NOISE * rng.standard_normal((n, real.shape[1]))
     return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
-
-
-def extract(ref: str, into: Path) -> str:
-    commit = subprocess.check_output(["git", "-C", str(REPO_ROOT), "rev-parse", ref], text=True).strip()
-    archive = subprocess.Popen(
-        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit, "rag_eval_pipeline"], stdout=subprocess.PIPE
-    )
-    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
-        tar.extractall(into, filter="data")
-    if archive.wait() != 0:
-        raise SystemExit(f"git archive {commit} failed")
-    return commit
 
 
 def worker(code_root: str, vectors_path: str, out_path: str) -> None:
@@ -159,7 +147,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         (scratch / "earlier").mkdir()
-        results["earlier"] = extract(args.against, scratch / "earlier")
+        results["earlier"] = extract_peer(args.against, scratch / "earlier")
         trees = {"this": REPO_ROOT, "earlier": scratch / "earlier"}
         # The real corpus: both trees, and the earlier one again on the chunks shuffled.
         real_runs, labels = {}, {}

@@ -143,6 +143,11 @@ def results_of(filename: str, *path: str):
     return read
 
 
+def this_against_earlier(trees: list[Tree], command, runs: int, **options) -> dict:
+    """paired() of this tree and the earlier one, with the ratio of their medians."""
+    return with_ratio(paired(trees, command, runs, **options), "this", "earlier")
+
+
 def with_ratio(figures: dict, this: str, earlier: str) -> dict:
     figures["ratio_this_to_earlier"] = round(figures[this]["median_s"] / figures[earlier]["median_s"], 3)
     return figures
@@ -188,79 +193,57 @@ def main() -> None:
             for tree in trees:  # the demo tenant's golden set and first baseline, once per tree
                 tree.timed(rag_eval("demo"))
         if "gate" in wanted:
-            results["gate"] = with_ratio(
-                paired(
-                    trees, lambda t, run: rag_eval("gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs
-                ),
-                "this",
-                "earlier",
+            results["gate"] = this_against_earlier(
+                trees, lambda t, run: rag_eval("gate", "--tenant", "demo", "--candidate", f"bench-{run}"), args.runs
             )
         if "gate_blocked" in wanted:  # a retriever that returns nothing: every retrieval metric drops, exit 1
-            results["gate_blocked"] = with_ratio(
-                paired(
-                    trees,
-                    lambda t, run: rag_eval(
-                        "gate", "--tenant", "demo", "--candidate", f"bad-{run}", "--entry", DEGRADED_CANDIDATE
-                    ),
-                    args.runs,
-                    expect=1,
+            results["gate_blocked"] = this_against_earlier(
+                trees,
+                lambda t, run: rag_eval(
+                    "gate", "--tenant", "demo", "--candidate", f"bad-{run}", "--entry", DEGRADED_CANDIDATE
                 ),
-                "this",
-                "earlier",
+                args.runs,
+                expect=1,
             )
         if "lineage_demo" in wanted:
-            results["lineage_demo"] = with_ratio(
-                paired(
-                    trees,
-                    lambda t, run: [
-                        sys.executable,
-                        str(REPO_ROOT / "benchmarks" / "lineage_run.py"),  # one harness (an earlier one may be broken)
-                        "--docs",
-                        "data/tenants/demo",
-                        "--name",
-                        "demo",
-                        "--print-only",  # timed here; lineage_demo.json stays the committed measurement
-                    ],
-                    max(1, args.runs // 2),
-                ),
-                "this",
-                "earlier",
+            results["lineage_demo"] = this_against_earlier(
+                trees,
+                lambda t, run: [
+                    sys.executable,
+                    str(REPO_ROOT / "benchmarks" / "lineage_run.py"),  # one harness (an earlier one may be broken)
+                    "--docs",
+                    "data/tenants/demo",
+                    "--name",
+                    "demo",
+                    "--print-only",  # timed here; lineage_demo.json stays the committed measurement
+                ],
+                max(1, args.runs // 2),
             )
         if "offline_throughput" in wanted:
-            results["offline_throughput"] = with_ratio(
-                paired(
-                    trees,
-                    lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"],
-                    max(1, args.runs // 2),
-                    read=results_of(
-                        "offline_throughput.json", "triplets_per_s", "peak_rss_mib", "median_embedding_share"
-                    ),
-                ),
-                "this",
-                "earlier",
+            results["offline_throughput"] = this_against_earlier(
+                trees,
+                lambda t, run: [sys.executable, "benchmarks/offline_throughput.py"],
+                max(1, args.runs // 2),
+                read=results_of("offline_throughput.json", "triplets_per_s", "peak_rss_mib", "median_embedding_share"),
             )
         if "synthesis_cold" in wanted:
-            results["synthesis_cold"] = with_ratio(
-                paired(
-                    trees,
-                    lambda t, run: [
-                        sys.executable,
-                        "benchmarks/synthesis_throughput.py",
-                        "--skip-llm",
-                        "--repeats",
-                        "1",
-                    ],
-                    max(1, args.runs // 2),
-                    read=results_of(
-                        "synthesis_throughput.json",
-                        "offline.cold.verified_per_hour",
-                        "offline.cold.wall_s",
-                        "offline.cold.verified",
-                        "offline.cold.gold_in_top5_share",
-                    ),
+            results["synthesis_cold"] = this_against_earlier(
+                trees,
+                lambda t, run: [
+                    sys.executable,
+                    "benchmarks/synthesis_throughput.py",
+                    "--skip-llm",
+                    "--repeats",
+                    "1",
+                ],
+                max(1, args.runs // 2),
+                read=results_of(
+                    "synthesis_throughput.json",
+                    "offline.cold.verified_per_hour",
+                    "offline.cold.wall_s",
+                    "offline.cold.verified",
+                    "offline.cold.gold_in_top5_share",
                 ),
-                "this",
-                "earlier",
             )
         if args.suite:
             results.update(suite_times(trees, args.runs))
